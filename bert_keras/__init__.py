@@ -1,0 +1,13 @@
+"""bert_keras: BERT for Keras 3 and TensorFlow, from raw text to TF Serving."""
+
+import os as _os
+
+_os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+
+from bert_keras.config import PRESETS, BertConfig, preset_config  # noqa: E402
+from bert_keras.encoder import BertEncoder  # noqa: E402
+from bert_keras.checkpoints import load_checkpoint, read_checkpoint, save_google_checkpoint  # noqa: E402
+
+__all__ = ["BertConfig", "BertEncoder", "PRESETS", "load_checkpoint", "preset_config", "read_checkpoint",
+           "save_google_checkpoint"]
+__version__ = "0.1.0"

@@ -1,0 +1,74 @@
+"""TF Model Garden (tf-models-official) TF2 checkpoints of `official.nlp.modeling.networks.BertEncoder`.
+
+These are object-based: `tf.train.Checkpoint(encoder=bert_encoder)` writes names such as
+`encoder/layer_with_weights-4/_attention_layer/_query_dense/kernel/.ATTRIBUTES/VARIABLE_VALUE`, numbered in the
+order the encoder creates its weighted layers:
+  0 word embeddings, 1 position embeddings, 2 type embeddings, 3 embedding LayerNorm,
+  4 … 4+L-1 transformer layers, 4+L pooler.
+Attention kernels are EinsumDense [H, N, D] (query/key/value) and [N, D, H] (output); they reshape to [H, H].
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import tensorflow as tf
+
+_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
+_NAME = re.compile(r"^(?P<root>[^/]+)/layer_with_weights-(?P<k>\d+)/(?P<rest>.+)" + re.escape(_SUFFIX) + "$")
+_LAYER = {  # Model Garden TransformerEncoderBlock attribute -> google-research name inside layer_{i}
+    "_attention_layer/_query_dense": "attention/self/query",
+    "_attention_layer/_key_dense": "attention/self/key",
+    "_attention_layer/_value_dense": "attention/self/value",
+    "_attention_layer/_output_dense": "attention/output/dense",
+    "_attention_layer_norm": "attention/output/LayerNorm",
+    "_intermediate_dense": "intermediate/dense",
+    "_output_dense": "output/dense",
+    "_output_layer_norm": "output/LayerNorm",
+}
+
+
+def is_garden_checkpoint(names) -> bool:
+    return any(_NAME.match(n) for n in names)
+
+
+def read_garden_checkpoint(prefix: str) -> dict:
+    """{google name: array} from a Model Garden BertEncoder checkpoint."""
+    reader = tf.train.load_checkpoint(prefix)
+    by_layer: dict[int, dict[str, np.ndarray]] = {}
+    for name in reader.get_variable_to_shape_map():
+        m = _NAME.match(name)
+        if m:
+            by_layer.setdefault(int(m["k"]), {})[m["rest"]] = reader.get_tensor(name)
+    if not by_layer:
+        raise ValueError(f"{prefix} has no Model Garden BertEncoder weights (names like "
+                         "'encoder/layer_with_weights-0/embeddings/.ATTRIBUTES/VARIABLE_VALUE').")
+    num_layers = sum(1 for w in by_layer.values() if any(k.startswith("_attention_layer/") for k in w))
+    if sorted(by_layer) != list(range(num_layers + 5)):
+        raise ValueError(f"{prefix}: expected weighted layers 0..{num_layers + 4} (embeddings, LayerNorm, "
+                         f"{num_layers} transformer layers, pooler), found {sorted(by_layer)}; only the "
+                         "standard BertEncoder layout (no embedding projection) is supported.")
+    hidden = by_layer[0]["embeddings"].shape[1]
+    out = {
+        "bert/embeddings/word_embeddings": by_layer[0]["embeddings"],
+        "bert/embeddings/position_embeddings": by_layer[1]["embeddings"],
+        "bert/embeddings/token_type_embeddings": by_layer[2]["embeddings"],
+        "bert/embeddings/LayerNorm/gamma": by_layer[3]["gamma"],
+        "bert/embeddings/LayerNorm/beta": by_layer[3]["beta"],
+        "bert/pooler/dense/kernel": by_layer[4 + num_layers]["kernel"],
+        "bert/pooler/dense/bias": by_layer[4 + num_layers]["bias"],
+    }
+    for i in range(num_layers):
+        weights = by_layer[4 + i]
+        for rest, value in weights.items():
+            attribute, _, leaf = rest.rpartition("/")
+            if attribute not in _LAYER:
+                raise ValueError(f"{prefix}: unknown weight {rest!r} in transformer layer {i}.")
+            target = f"bert/encoder/layer_{i}/{_LAYER[attribute]}/{leaf}"
+            if leaf == "kernel" and value.ndim == 3:
+                value = value.reshape(hidden, -1) if value.shape[0] == hidden else value.reshape(-1, hidden)
+            elif leaf == "bias" and value.ndim == 2:
+                value = value.reshape(-1)
+            out[target] = value
+    return out

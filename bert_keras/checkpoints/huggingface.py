@@ -1,0 +1,64 @@
+"""Hugging Face BERT folders (`config.json` + `model.safetensors`), read with safetensors' numpy API: no torch.
+
+HF names are PyTorch module paths (`encoder.layer.0.attention.self.query.weight`, optionally under `bert.`);
+torch Linear weights are [out, in], so kernels are transposed to TF's [in, out].
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+from safetensors.numpy import load_file
+
+_RENAMES = [  # (HF pattern, google name), applied after the `bert.` prefix is removed
+    (r"embeddings\.word_embeddings\.weight", "bert/embeddings/word_embeddings"),
+    (r"embeddings\.position_embeddings\.weight", "bert/embeddings/position_embeddings"),
+    (r"embeddings\.token_type_embeddings\.weight", "bert/embeddings/token_type_embeddings"),
+    (r"embeddings\.LayerNorm\.(weight|gamma)", "bert/embeddings/LayerNorm/gamma"),
+    (r"embeddings\.LayerNorm\.(bias|beta)", "bert/embeddings/LayerNorm/beta"),
+    (r"encoder\.layer\.(\d+)\.(.+)\.LayerNorm\.(weight|gamma)", r"bert/encoder/layer_\1/\2/LayerNorm/gamma"),
+    (r"encoder\.layer\.(\d+)\.(.+)\.LayerNorm\.(bias|beta)", r"bert/encoder/layer_\1/\2/LayerNorm/beta"),
+    (r"encoder\.layer\.(\d+)\.(.+)\.weight", r"bert/encoder/layer_\1/\2/kernel"),
+    (r"encoder\.layer\.(\d+)\.(.+)\.bias", r"bert/encoder/layer_\1/\2/bias"),
+    (r"pooler\.dense\.weight", "bert/pooler/dense/kernel"),
+    (r"pooler\.dense\.bias", "bert/pooler/dense/bias"),
+    (r"cls\.predictions\.transform\.dense\.weight", "cls/predictions/transform/dense/kernel"),
+    (r"cls\.predictions\.transform\.dense\.bias", "cls/predictions/transform/dense/bias"),
+    (r"cls\.predictions\.transform\.LayerNorm\.(weight|gamma)", "cls/predictions/transform/LayerNorm/gamma"),
+    (r"cls\.predictions\.transform\.LayerNorm\.(bias|beta)", "cls/predictions/transform/LayerNorm/beta"),
+    (r"cls\.predictions\.bias", "cls/predictions/output_bias"),
+    (r"cls\.seq_relationship\.weight", "cls/seq_relationship/output_weights"),   # [2, H] in both
+    (r"cls\.seq_relationship\.bias", "cls/seq_relationship/output_bias"),
+]
+# Buffers and tied copies that carry no weights of their own.
+_IGNORED = re.compile(r"(.*position_ids|cls\.predictions\.decoder\.(weight|bias))$")
+
+
+def google_name(hf_name: str) -> str | None:
+    name = hf_name[len("bert."):] if hf_name.startswith("bert.") else hf_name
+    for pattern, target in _RENAMES:
+        if re.fullmatch(pattern, name):
+            return re.sub(pattern, target, name).replace(".", "/")
+    return None
+
+
+def read_huggingface(folder: str) -> dict:
+    """{google name: array} from `folder/model.safetensors`; unknown names fail with their names."""
+    path = os.path.join(folder, "model.safetensors")
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{path} not found: a Hugging Face folder needs model.safetensors "
+                                "(convert a pytorch_model.bin with transformers' save_pretrained first).")
+    tensors, unknown = {}, []
+    for hf_name, value in load_file(path).items():
+        if _IGNORED.fullmatch(hf_name):
+            continue
+        name = google_name(hf_name)
+        if name is None:
+            unknown.append(hf_name)
+            continue
+        transpose = name.endswith("/kernel")
+        tensors[name] = value.T if transpose else value
+    if unknown:
+        raise ValueError(f"{path} has weights that are not BERT's: {', '.join(sorted(unknown)[:8])}")
+    return tensors

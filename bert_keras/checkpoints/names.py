@@ -1,0 +1,87 @@
+"""The one name scheme every checkpoint format is translated to: google-research/bert's TF1 variable names.
+
+Each reader (google.py, garden.py, huggingface.py) turns its file into {google name: numpy array}; this file
+maps those names onto a BertEncoder's variables, checks that nothing is missing, extra or mis-shaped, and
+assigns. Kernels are [in, out] as in TF; `cls/...` names are the pretraining heads (MLM and NSP), which the
+encoder does not hold: they are returned apart so the pretraining model can take them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+HEAD_PREFIX = "cls/"
+HEAD_NAMES = (
+    "cls/predictions/transform/dense/kernel", "cls/predictions/transform/dense/bias",
+    "cls/predictions/transform/LayerNorm/gamma", "cls/predictions/transform/LayerNorm/beta",
+    "cls/predictions/output_bias",
+    "cls/seq_relationship/output_weights", "cls/seq_relationship/output_bias",
+)
+
+
+def _dense(prefix, layer):
+    return {f"{prefix}/kernel": layer.kernel, f"{prefix}/bias": layer.bias}
+
+
+def _norm(prefix, layer):
+    return {f"{prefix}/gamma": layer.gamma, f"{prefix}/beta": layer.beta}
+
+
+def encoder_variables(encoder) -> dict:
+    """{google name: keras Variable} for every weight of a BertEncoder (pooler included)."""
+    emb = encoder.embeddings
+    names = {
+        "bert/embeddings/word_embeddings": emb.word_embeddings.embeddings,
+        "bert/embeddings/position_embeddings": emb.position_embeddings.embeddings,
+        "bert/embeddings/token_type_embeddings": emb.token_type_embeddings.embeddings,
+        **_norm("bert/embeddings/LayerNorm", emb.layer_norm),
+        **_dense("bert/pooler/dense", encoder.pooler),
+    }
+    for i, block in enumerate(encoder.transformer_layers):
+        p = f"bert/encoder/layer_{i}"
+        names.update({
+            **_dense(f"{p}/attention/self/query", block.query),
+            **_dense(f"{p}/attention/self/key", block.key),
+            **_dense(f"{p}/attention/self/value", block.value),
+            **_dense(f"{p}/attention/output/dense", block.attention_output),
+            **_norm(f"{p}/attention/output/LayerNorm", block.attention_norm),
+            **_dense(f"{p}/intermediate/dense", block.intermediate),
+            **_dense(f"{p}/output/dense", block.output_dense),
+            **_norm(f"{p}/output/LayerNorm", block.output_norm),
+        })
+    return names
+
+
+def split_heads(tensors: dict) -> tuple[dict, dict]:
+    """Splits {name: array} into (encoder weights, pretraining-head weights)."""
+    heads = {k: v for k, v in tensors.items() if k.startswith(HEAD_PREFIX)}
+    return {k: v for k, v in tensors.items() if not k.startswith(HEAD_PREFIX)}, heads
+
+
+def assign_encoder_weights(encoder, tensors: dict, source: str = "checkpoint") -> None:
+    """Assigns {google name: array} to the encoder; every mismatch is named, nothing is half-assigned."""
+    variables = encoder_variables(encoder)
+    missing = sorted(set(variables) - set(tensors))
+    extra = sorted(set(tensors) - set(variables))
+    problems = []
+    if missing:
+        problems.append(f"missing from the {source}: {', '.join(missing[:8])}"
+                        + (f" (and {len(missing) - 8} more)" if len(missing) > 8 else ""))
+    if extra:
+        problems.append(f"not in a BertEncoder of this config: {', '.join(extra[:8])}"
+                        + (f" (and {len(extra) - 8} more)" if len(extra) > 8 else ""))
+    for name in sorted(set(variables) & set(tensors)):
+        want, got = tuple(variables[name].shape), tuple(np.shape(tensors[name]))
+        if want != got:
+            problems.append(f"shape of {name}: the {source} has {got}, the config needs {want}")
+    if problems:
+        raise ValueError("Checkpoint does not fit the config:\n  " + "\n  ".join(problems)
+                         + "\nCheck that bert_config.json belongs to these weights (layers, hidden size, "
+                           "vocab size, max positions).")
+    for name, variable in variables.items():
+        variable.assign(np.asarray(tensors[name], dtype=variable.dtype))
+
+
+def encoder_weights(encoder) -> dict:
+    """{google name: numpy array} of an encoder's weights: the inverse of assign_encoder_weights."""
+    return {name: np.asarray(v.numpy()) for name, v in encoder_variables(encoder).items()}

@@ -1,0 +1,59 @@
+"""BertEncoder: token ids in, contextual vectors out. The whole model on one screen.
+
+Inputs (a dict, the TF Hub BERT names), each [B, S] int32:
+  input_word_ids   WordPiece ids, [CLS] first, [SEP] after each segment, 0 ([PAD]) after.
+  input_mask       1 for real tokens, 0 for padding.
+  input_type_ids   segment of each token: 0 for the first, 1 for the second.
+Outputs (a dict):
+  sequence_output  [B, S, H] the last layer's vectors.
+  pooled_output    [B, H]    tanh(dense([CLS] vector)): the sentence vector NSP was trained on.
+  encoder_outputs  list of L tensors [B, S, H], every layer's output (the last equals sequence_output).
+"""
+
+from __future__ import annotations
+
+import keras
+from keras import ops
+
+from bert_keras.config import BertConfig
+from bert_keras.layers import BertEmbeddings, TransformerBlock
+
+INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
+
+
+@keras.saving.register_keras_serializable(package="bert_keras")
+class BertEncoder(keras.Model):
+    def __init__(self, config: BertConfig | dict, **kwargs):
+        config = BertConfig.from_dict(config) if isinstance(config, dict) else config
+        inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name) for name in INPUT_NAMES}
+        embeddings = BertEmbeddings(
+            config.vocab_size, config.hidden_size, config.max_position_embeddings, config.type_vocab_size,
+            config.initializer_range, config.layer_norm_eps, config.hidden_dropout_prob, name="embeddings")
+        blocks = [TransformerBlock(
+            config.hidden_size, config.num_attention_heads, config.intermediate_size, config.hidden_act,
+            config.hidden_dropout_prob, config.attention_probs_dropout_prob, config.initializer_range,
+            config.layer_norm_eps, name=f"transformer_layer_{i}") for i in range(config.num_hidden_layers)]
+        pooler = keras.layers.Dense(
+            config.hidden_size, activation="tanh", name="pooler",
+            kernel_initializer=keras.initializers.TruncatedNormal(stddev=config.initializer_range))
+
+        x = embeddings(inputs["input_word_ids"], inputs["input_type_ids"])
+        layer_outputs = []
+        for block in blocks:
+            x = block(x, inputs["input_mask"])
+            layer_outputs.append(x)
+        outputs = {"sequence_output": x,
+                   "pooled_output": ops.cast(pooler(x[:, 0, :]), "float32"),
+                   "encoder_outputs": layer_outputs}
+        super().__init__(inputs=inputs, outputs=outputs, **kwargs)
+        self.config = config
+        self.embeddings = embeddings
+        self.transformer_layers = blocks
+        self.pooler = pooler
+
+    def get_config(self):
+        return {"config": self.config.to_dict(), "name": self.name, "trainable": self.trainable}
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)

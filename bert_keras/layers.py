@@ -1,0 +1,159 @@
+"""The layers of a BERT encoder, as google-research/bert defines them.
+
+Shapes: B batch, S sequence length, H hidden size, N heads, D = H / N head size, I intermediate size.
+
+Numerics follow the original exactly: post-LayerNorm blocks, LayerNorm epsilon 1e-12, the exact erf GELU
+(google-research/bert's `gelu` is the tanh approximation in code but the released checkpoints, HF and the
+paper's PyTorch port use erf; peers that default to tanh drift by ~1e-3). Under a mixed precision policy the
+residual stream, LayerNorm and softmax stay in float32; only the matmuls run in float16/bfloat16.
+"""
+
+from __future__ import annotations
+
+import keras
+from keras import ops
+
+_PACKAGE = "bert_keras"
+
+
+def activation_fn(name: str):
+    """BERT's activations by config name: `gelu` is the exact erf form, `gelu_new` the tanh approximation."""
+    if name == "gelu":
+        return lambda x: keras.activations.gelu(x, approximate=False)
+    if name == "gelu_new":
+        return lambda x: keras.activations.gelu(x, approximate=True)
+    return keras.activations.get(name)
+
+
+def _dense(units, initializer_range, name, activation=None):
+    return keras.layers.Dense(
+        units, activation=activation, name=name,
+        kernel_initializer=keras.initializers.TruncatedNormal(stddev=initializer_range))
+
+
+def _layer_norm(epsilon, name):
+    # float32 whatever the global policy: LayerNorm statistics in half precision lose BERT's accuracy.
+    return keras.layers.LayerNormalization(epsilon=epsilon, name=name, dtype="float32")
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class BertEmbeddings(keras.layers.Layer):
+    """word + position + token-type embeddings, then LayerNorm and dropout.
+
+    Call: (input_word_ids [B, S] int, input_type_ids [B, S] int) -> [B, S, H] float32.
+    """
+
+    def __init__(self, vocab_size, hidden_size, max_position_embeddings, type_vocab_size,
+                 initializer_range=0.02, layer_norm_eps=1e-12, dropout=0.1, **kwargs):
+        super().__init__(**kwargs)
+        self.vocab_size = vocab_size
+        self.hidden_size = hidden_size
+        self.max_position_embeddings = max_position_embeddings
+        self.type_vocab_size = type_vocab_size
+        self.initializer_range = initializer_range
+        self.layer_norm_eps = layer_norm_eps
+        self.dropout_rate = dropout
+        init = keras.initializers.TruncatedNormal(stddev=initializer_range)
+        self.word_embeddings = keras.layers.Embedding(vocab_size, hidden_size, embeddings_initializer=init,
+                                                      name="word_embeddings")
+        self.position_embeddings = keras.layers.Embedding(max_position_embeddings, hidden_size,
+                                                          embeddings_initializer=init, name="position_embeddings")
+        self.token_type_embeddings = keras.layers.Embedding(type_vocab_size, hidden_size,
+                                                            embeddings_initializer=init, name="token_type_embeddings")
+        self.layer_norm = _layer_norm(layer_norm_eps, "layer_norm")
+        self.dropout = keras.layers.Dropout(dropout)
+
+    def build(self, input_shape=None):
+        self.word_embeddings.build((None, None))
+        self.position_embeddings.build((None,))
+        self.token_type_embeddings.build((None, None))
+        self.layer_norm.build((None, None, self.hidden_size))
+        self.built = True
+
+    def call(self, input_word_ids, input_type_ids, training=False):
+        seq_length = ops.shape(input_word_ids)[1]
+        positions = self.position_embeddings(ops.arange(seq_length))[None]      # [1, S, H]
+        x = self.word_embeddings(input_word_ids) + positions + self.token_type_embeddings(input_type_ids)
+        return self.dropout(self.layer_norm(x), training=training)
+
+    def get_config(self):
+        return {**super().get_config(), "vocab_size": self.vocab_size, "hidden_size": self.hidden_size,
+                "max_position_embeddings": self.max_position_embeddings,
+                "type_vocab_size": self.type_vocab_size, "initializer_range": self.initializer_range,
+                "layer_norm_eps": self.layer_norm_eps, "dropout": self.dropout_rate}
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class TransformerBlock(keras.layers.Layer):
+    """One BERT layer: self-attention, add & LayerNorm, feed-forward, add & LayerNorm (post-LN).
+
+    Call: (x [B, S, H] float32, input_mask [B, S]: 1 for tokens, 0 for padding) -> [B, S, H] float32.
+    """
+
+    def __init__(self, hidden_size, num_attention_heads, intermediate_size, hidden_act="gelu",
+                 hidden_dropout=0.1, attention_dropout=0.1, initializer_range=0.02, layer_norm_eps=1e-12,
+                 **kwargs):
+        super().__init__(**kwargs)
+        self.hidden_size = hidden_size
+        self.num_attention_heads = num_attention_heads
+        self.intermediate_size = intermediate_size
+        self.hidden_act = hidden_act
+        self.hidden_dropout = hidden_dropout
+        self.attention_dropout = attention_dropout
+        self.initializer_range = initializer_range
+        self.layer_norm_eps = layer_norm_eps
+        self.head_size = hidden_size // num_attention_heads
+        dense = lambda units, name, act=None: _dense(units, initializer_range, name, act)  # noqa: E731
+        self.query = dense(hidden_size, "query")
+        self.key = dense(hidden_size, "key")
+        self.value = dense(hidden_size, "value")
+        self.attention_output = dense(hidden_size, "attention_output")
+        self.attention_norm = _layer_norm(layer_norm_eps, "attention_layer_norm")
+        self.intermediate = dense(intermediate_size, "intermediate", activation_fn(hidden_act))
+        self.output_dense = dense(hidden_size, "output")
+        self.output_norm = _layer_norm(layer_norm_eps, "output_layer_norm")
+        self.attention_probs_dropout = keras.layers.Dropout(attention_dropout)
+        self.output_dropout = keras.layers.Dropout(hidden_dropout)
+
+    def build(self, input_shape=None):
+        h = (None, None, self.hidden_size)
+        for layer in (self.query, self.key, self.value, self.attention_output, self.intermediate):
+            layer.build(h)
+        self.output_dense.build((None, None, self.intermediate_size))
+        self.attention_norm.build(h)
+        self.output_norm.build(h)
+        self.built = True
+
+    def _split_heads(self, x):                                      # [B, S, H] -> [B, N, S, D]
+        b, s = ops.shape(x)[0], ops.shape(x)[1]
+        return ops.transpose(ops.reshape(x, (b, s, self.num_attention_heads, self.head_size)), (0, 2, 1, 3))
+
+    def call(self, x, input_mask, training=False):
+        b, s = ops.shape(x)[0], ops.shape(x)[1]
+        q = self._split_heads(self.query(x))
+        k = self._split_heads(self.key(x))
+        v = self._split_heads(self.value(x))
+        scores = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2))) * (1.0 / self.head_size ** 0.5)  # [B, N, S, S]
+        probs = ops.softmax(ops.cast(scores, "float32") + attention_bias(input_mask), axis=-1)            # float32
+        probs = self.attention_probs_dropout(ops.cast(probs, v.dtype), training=training)
+        context = ops.reshape(ops.transpose(ops.matmul(probs, v), (0, 2, 1, 3)), (b, s, self.hidden_size))
+        attended = self.output_dropout(self.attention_output(context), training=training)
+        x = self.attention_norm(x + ops.cast(attended, x.dtype))
+        ffn = self.output_dropout(self.output_dense(self.intermediate(x)), training=training)
+        return self.output_norm(x + ops.cast(ffn, x.dtype))
+
+    def get_config(self):
+        return {**super().get_config(), "hidden_size": self.hidden_size,
+                "num_attention_heads": self.num_attention_heads, "intermediate_size": self.intermediate_size,
+                "hidden_act": self.hidden_act, "hidden_dropout": self.hidden_dropout,
+                "attention_dropout": self.attention_dropout, "initializer_range": self.initializer_range,
+                "layer_norm_eps": self.layer_norm_eps}
+
+
+def attention_bias(input_mask):
+    """[B, S] mask (1 = token, 0 = padding) -> [B, 1, 1, S] additive float32 bias (0 or -10000).
+
+    The -10000 is google-research/bert's: a masked key gets weight exp(-10000) = 0 after softmax.
+    """
+    padding = 1.0 - ops.cast(input_mask, "float32")
+    return ops.expand_dims(ops.expand_dims(padding, 1), 1) * -10000.0

@@ -1,0 +1,60 @@
+"""Model Garden TF2 checkpoints, made by the Model Garden's own converter and read by its own BertEncoder."""
+
+import numpy as np
+import pytest
+
+from bert_keras import BertConfig, BertEncoder, load_checkpoint, save_google_checkpoint
+from bert_keras.checkpoints.names import encoder_weights
+
+official = pytest.importorskip("official", reason="tf-models-official (the [garden] extra) is not installed")
+
+CONFIG = BertConfig(vocab_size=60, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                    intermediate_size=64, max_position_embeddings=24)
+
+
+@pytest.fixture(scope="module")
+def garden_checkpoint(tmp_path_factory):
+    """Our TF1 export, converted to an object-based TF2 checkpoint by Model Garden's converter."""
+    from official.legacy.bert import configs
+    from official.nlp.tools import tf2_bert_encoder_checkpoint_converter as converter
+    tmp = tmp_path_factory.mktemp("garden")
+    encoder = BertEncoder(CONFIG)
+    prefix = save_google_checkpoint(encoder, str(tmp / "tf1"))
+    converter.convert_checkpoint(configs.BertConfig.from_json_file(str(tmp / "tf1" / "bert_config.json")),
+                                 str(tmp / "tf2" / "bert_model.ckpt"), prefix, checkpoint_model_name="encoder")
+    (tmp / "tf2" / "bert_config.json").write_text((tmp / "tf1" / "bert_config.json").read_text())
+    return encoder, tmp / "tf2"
+
+
+def test_garden_checkpoint_imports_exactly(garden_checkpoint):
+    encoder, folder = garden_checkpoint
+    config, loaded = load_checkpoint(str(folder))
+    assert config == CONFIG
+    want, got = encoder_weights(encoder), encoder_weights(loaded)
+    for name in want:
+        np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+
+
+def test_garden_bert_encoder_agrees_with_ours(garden_checkpoint):
+    import tensorflow as tf
+    import tf_keras
+    from official.modeling import tf_utils
+    from official.nlp.modeling import networks
+    encoder, folder = garden_checkpoint
+    garden = networks.BertEncoder(
+        vocab_size=CONFIG.vocab_size, hidden_size=CONFIG.hidden_size, num_layers=CONFIG.num_hidden_layers,
+        num_attention_heads=CONFIG.num_attention_heads, intermediate_size=CONFIG.intermediate_size,
+        activation=tf_utils.get_activation("gelu"), max_sequence_length=CONFIG.max_position_embeddings,
+        type_vocab_size=CONFIG.type_vocab_size, dropout_rate=0.0, attention_dropout_rate=0.0,
+        initializer=tf_keras.initializers.TruncatedNormal(stddev=0.02), dict_outputs=True)
+    tf.train.Checkpoint(encoder=garden).read(tf.train.latest_checkpoint(str(folder))).assert_existing_objects_matched()
+    rng = np.random.default_rng(0)
+    x = {"input_word_ids": rng.integers(1, 60, (2, 10)).astype("int32"),
+         "input_mask": np.array([[1] * 10, [1] * 6 + [0] * 4], "int32"),
+         "input_type_ids": np.array([[0] * 5 + [1] * 5, [0] * 10], "int32")}
+    theirs, ours = garden(x), encoder(x)
+    mask = x["input_mask"][..., None]
+    diff = np.abs((np.asarray(theirs["sequence_output"]) - np.asarray(ours["sequence_output"])) * mask).max()
+    print(f"Model Garden BertEncoder vs ours: max abs diff {diff:.2e}")
+    assert diff <= 1e-5
+    np.testing.assert_allclose(theirs["pooled_output"], ours["pooled_output"], atol=1e-5)

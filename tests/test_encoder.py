@@ -1,0 +1,108 @@
+import subprocess
+import sys
+import textwrap
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_keras import BertConfig, BertEncoder, preset_config
+from conftest import REPO
+
+TINY = BertConfig(vocab_size=120, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                  intermediate_size=64, max_position_embeddings=40)
+
+
+def _inputs(batch=3, length=12, vocab=120, seed=0):
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(3, length + 1, size=batch)
+    mask = (np.arange(length)[None] < lengths[:, None]).astype("int32")
+    ids = rng.integers(1, vocab, size=(batch, length)).astype("int32") * mask
+    types = ((np.arange(length)[None] >= lengths[:, None] // 2) * mask).astype("int32")
+    return {"input_word_ids": ids, "input_mask": mask, "input_type_ids": types}
+
+
+@pytest.mark.parametrize("name,count", [("bert_base", 109_482_240), ("bert_large", 335_141_888)])
+def test_built_encoder_has_published_parameter_count(name, count):
+    encoder = BertEncoder(preset_config(name))
+    assert encoder.count_params() == count
+
+
+def test_outputs_are_the_tf_hub_dict():
+    encoder = BertEncoder(TINY)
+    out = encoder(_inputs())
+    assert set(out) == {"sequence_output", "pooled_output", "encoder_outputs"}
+    assert out["sequence_output"].shape == (3, 12, 32) and out["pooled_output"].shape == (3, 32)
+    assert len(out["encoder_outputs"]) == 2
+    np.testing.assert_array_equal(out["encoder_outputs"][-1], out["sequence_output"])
+
+
+def test_padding_does_not_change_real_tokens():
+    # A masked key must get zero attention weight: appending padding leaves every real token's vector alone.
+    encoder = BertEncoder(TINY)
+    x = _inputs(batch=2, length=10)
+    padded = {k: np.pad(v, ((0, 0), (0, 6))) for k, v in x.items()}
+    a, b = encoder(x), encoder(padded)
+    mask = x["input_mask"][..., None]
+    np.testing.assert_allclose(np.asarray(a["sequence_output"]) * mask,
+                               np.asarray(b["sequence_output"])[:, :10] * mask, atol=1e-5)
+    np.testing.assert_allclose(a["pooled_output"], b["pooled_output"], atol=1e-5)
+
+
+def test_dropout_only_in_training():
+    encoder = BertEncoder(TINY)
+    x = _inputs()
+    np.testing.assert_array_equal(encoder(x)["sequence_output"], encoder(x)["sequence_output"])
+    assert not np.allclose(encoder(x, training=True)["sequence_output"], encoder(x)["sequence_output"])
+
+
+def test_keras_file_reloads_in_a_fresh_process_with_safe_mode(tmp_path):
+    encoder = BertEncoder(TINY)
+    x = _inputs()
+    path = tmp_path / "encoder.keras"
+    encoder.save(path)
+    np.savez(tmp_path / "x.npz", **x)
+    np.save(tmp_path / "want.npy", np.asarray(encoder(x)["sequence_output"]))
+    script = textwrap.dedent(f"""
+        import numpy as np, keras
+        import bert_keras  # registers the layers, as a user's notebook does
+        model = keras.models.load_model({str(path)!r}, safe_mode=True)
+        x = dict(np.load({str(tmp_path / 'x.npz')!r}))
+        np.save({str(tmp_path / 'got.npy')!r}, np.asarray(model(x)["sequence_output"]))
+        print(type(model).__module__)
+    """)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    np.testing.assert_array_equal(np.load(tmp_path / "got.npy"), np.load(tmp_path / "want.npy"))
+
+
+@pytest.mark.parametrize("policy", ["mixed_bfloat16", "mixed_float16"])
+def test_mixed_precision_keeps_layernorm_and_softmax_in_float32(policy):
+    float32 = BertEncoder(TINY)
+    x = _inputs()
+    keras.mixed_precision.set_global_policy(policy)
+    try:
+        mixed = BertEncoder(TINY)
+        mixed.set_weights(float32.get_weights())
+        block = mixed.transformer_layers[0]
+        assert block.query.compute_dtype == policy.split("_")[1]
+        assert block.attention_norm.compute_dtype == "float32"
+        assert mixed.embeddings.layer_norm.compute_dtype == "float32"
+        # softmax: the attention probabilities are computed from float32 scores (checked on the traced graph).
+        graph = tf.function(lambda t: mixed(t)).get_concrete_function(
+            {k: tf.TensorSpec([None, None], tf.int32) for k in x}).graph
+        softmax_dtypes = {op.outputs[0].dtype for op in graph.get_operations() if op.type == "Softmax"}
+        assert softmax_dtypes == {tf.float32}
+        out = mixed(x)
+        assert out["sequence_output"].dtype == "float32"
+        np.testing.assert_allclose(out["sequence_output"], float32(x)["sequence_output"], atol=0.1)
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+
+
+def test_jit_compile_matches_eager():
+    encoder = BertEncoder(TINY)
+    x = _inputs()
+    compiled = tf.function(lambda t: encoder(t)["sequence_output"], jit_compile=True)
+    np.testing.assert_allclose(compiled(x), encoder(x)["sequence_output"], atol=1e-5)
