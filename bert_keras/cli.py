@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
@@ -13,20 +12,6 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 class CommandError(Exception):
     """A user-facing failure: printed without a traceback, exit code 2."""
-
-
-def _save_keras_atomically(model, path: str) -> None:
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".partial-", suffix=".keras")
-    os.close(fd)
-    try:
-        model.save(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
 
 
 def cmd_presets(args) -> None:
@@ -38,6 +23,7 @@ def cmd_presets(args) -> None:
 
 
 def cmd_convert(args) -> None:
+    from bert_keras.atomic import atomic_file
     from bert_keras.checkpoints import load_checkpoint, save_google_checkpoint
     if not args.out and not args.google_out:
         raise CommandError("Nothing to write: give --out model.keras and/or --google-out DIR.")
@@ -48,7 +34,8 @@ def cmd_convert(args) -> None:
     print(f"read {args.checkpoint}: {config.num_hidden_layers} layers, hidden {config.hidden_size}, "
           f"{encoder.count_params():,} parameters")
     if args.out:
-        _save_keras_atomically(encoder, args.out)
+        with atomic_file(args.out) as tmp:
+            encoder.save(tmp)
         print(f"wrote {args.out} (keras.models.load_model after `import bert_keras`)")
     if args.google_out:
         vocab = os.path.join(args.checkpoint if os.path.isdir(args.checkpoint)
@@ -102,6 +89,23 @@ def cmd_demo(args) -> None:
         print(f"  {sentence:<36} -> {sentences[j]:<36} {similarity[i, j]:.3f}")
 
 
+def cmd_zoo_list(args) -> None:
+    from bert_keras.zoo import load_catalogue
+    print(f"{'name':<32} {'layers':>6} {'hidden':>6} {'heads':>5} {'parameters':>12}  cased")
+    for e in load_catalogue().values():
+        cased = "n/a" if e.cased is None else ("yes" if e.cased else "no")
+        print(f"{e.name:<32} {e.layers:>6} {e.hidden:>6} {e.heads:>5} {e.params:>12,}  {cased}")
+
+
+def cmd_zoo_get(args) -> None:
+    from bert_keras.zoo import ZooError, get
+    try:
+        folder = get(args.name, progress=not args.quiet)
+    except ZooError as e:
+        raise CommandError(str(e)) from None
+    print(f"{args.name}: {os.path.join(folder, 'model.keras')} (vocab: {os.path.join(folder, 'vocab.txt')})")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="bert-keras", description="BERT for Keras 3 and TensorFlow.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -118,6 +122,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="write the encoder as a .keras file")
     p.add_argument("--google-out", help="write a google-research TF1 checkpoint folder")
     p.set_defaults(func=cmd_convert)
+
+    zoo = sub.add_parser("zoo", help="the released google-research checkpoints by name").add_subparsers(
+        dest="zoo_command", required=True, metavar="ZOO_COMMAND")
+    p = zoo.add_parser("list", help="the catalogue: name, layers, hidden, heads, parameters, casing")
+    p.set_defaults(func=cmd_zoo_list)
+    p = zoo.add_parser("get", help="download, verify, convert and cache a checkpoint (name, archive or folder)")
+    p.add_argument("name")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_zoo_get)
     return parser
 
 
@@ -128,6 +141,8 @@ def main(argv=None) -> int:
     except CommandError as e:
         print(f"bert-keras {args.command}: error: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:          # output piped into `head`
+        sys.stderr.close()
     return 0
 
 

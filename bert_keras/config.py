@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import tempfile
 
 _ACTIVATIONS = ("gelu", "gelu_new", "relu", "tanh")
 
@@ -75,12 +73,10 @@ class BertConfig:
 
     def to_json_file(self, path: str) -> None:
         """Writes bert_config.json atomically (temporary file, then rename)."""
-        folder = os.path.dirname(os.path.abspath(path))
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".bert_config.", suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
+        from bert_keras.atomic import atomic_file
+        with atomic_file(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
             json.dump(self.to_dict(), f, indent=2, sort_keys=True)
             f.write("\n")
-        os.replace(tmp, path)
 
     def num_parameters(self, with_pooler: bool = True) -> int:
         """Parameter count of the encoder, computed from the shapes (checked against built models in tests)."""

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 
 import numpy as np
 import tensorflow as tf
+
+from bert_keras.atomic import atomic_directory
 
 # Training state that google-research checkpoints may carry beside the weights.
 _SKIP_SUFFIXES = ("/adam_m", "/adam_v")
@@ -35,11 +36,7 @@ def write_google_checkpoint(tensors: dict, folder: str, config=None, vocab_file:
     The files are written into a temporary folder beside `folder` and renamed into place, so a reader never
     sees half a checkpoint. Returns the checkpoint prefix.
     """
-    folder = os.path.abspath(folder)
-    parent = os.path.dirname(folder)
-    os.makedirs(parent, exist_ok=True)
-    tmp = tempfile.mkdtemp(dir=parent, prefix=f".{os.path.basename(folder)}.")
-    try:
+    with atomic_directory(folder) as tmp:
         names = sorted(tensors)
         tf.raw_ops.SaveV2(prefix=os.path.join(tmp, prefix_name), tensor_names=names,
                           shape_and_slices=[""] * len(names),
@@ -48,10 +45,4 @@ def write_google_checkpoint(tensors: dict, folder: str, config=None, vocab_file:
             config.to_json_file(os.path.join(tmp, "bert_config.json"))
         if vocab_file:
             shutil.copyfile(vocab_file, os.path.join(tmp, "vocab.txt"))
-        if os.path.exists(folder):
-            shutil.rmtree(folder)
-        os.replace(tmp, folder)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return os.path.join(folder, prefix_name)
+    return os.path.join(os.path.abspath(folder), prefix_name)
