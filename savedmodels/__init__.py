@@ -1,0 +1,1 @@
+"""TF Serving exports of bert_keras models, and the client and local server that talk to them."""
