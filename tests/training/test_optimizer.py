@@ -9,7 +9,7 @@ def test_schedule_is_google_research_warmup_then_linear_decay():
     # peak 1e-4, 10 warm-up steps, 100 total: hand-computed from google-research/bert optimization.py.
     schedule = WarmupLinearDecay(1e-4, warmup_steps=10, total_steps=100)
     for step, want in [(0, 0.0), (5, 5e-5), (9, 9e-5), (10, 9e-5), (50, 5e-5), (99, 1e-6), (100, 0.0), (150, 0.0)]:
-        assert float(schedule(step)) == pytest.approx(want, rel=1e-6, abs=1e-12), step
+        assert float(schedule(step)) == pytest.approx(want, rel=1e-5, abs=1e-12), step  # float32
 
 
 def test_schedule_serializes():
