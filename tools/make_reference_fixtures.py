@@ -61,6 +61,37 @@ def main():
         layer_3_output=out.hidden_states[3].numpy().astype(np.float32),
         torch_version=np.array(torch.__version__))
     print(f"wrote {args.out}: {len(SENTENCES)} sentences, {width} tokens, torch {torch.__version__}")
+    make_pretraining_fixture(os.path.join(os.path.dirname(args.out), "tiny_bert_for_pretraining"))
+
+
+def make_pretraining_fixture(folder: str) -> None:
+    """A tiny randomly initialised transformers BertForPreTraining (seed 0): its HF folder (config.json +
+    model.safetensors) and its MLM/NSP logits for fixed inputs, to check our heads and their weight import."""
+    import torch
+    from transformers import BertConfig, BertForPreTraining
+
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=64, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=32, max_position_embeddings=24, hidden_act="gelu")
+    model = BertForPreTraining(config).eval()
+    with torch.no_grad():                      # non-zero biases so the bias mapping is checked too
+        for name, p in model.named_parameters():
+            if name.endswith("bias"):
+                p.normal_(0, 0.1)
+    model.save_pretrained(folder, safe_serialization=True)
+    ids = torch.tensor([[2, 11, 12, 13, 3, 21, 22, 3, 0, 0], [2, 30, 31, 3, 40, 41, 42, 43, 44, 3]])
+    mask = (ids > 0).long()
+    types = torch.tensor([[0, 0, 0, 0, 0, 1, 1, 1, 0, 0], [0, 0, 0, 0, 1, 1, 1, 1, 1, 1]])
+    with torch.no_grad():
+        out = model(input_ids=ids, attention_mask=mask, token_type_ids=types)
+    positions = np.array([[1, 5, 0], [2, 6, 8]], np.int32)
+    mlm = out.prediction_logits.numpy()
+    np.savez_compressed(os.path.join(folder, "outputs.npz"), input_word_ids=ids.numpy().astype(np.int32),
+                        input_mask=mask.numpy().astype(np.int32), input_type_ids=types.numpy().astype(np.int32),
+                        masked_lm_positions=positions,
+                        mlm_logits=np.take_along_axis(mlm, positions[..., None], axis=1).astype(np.float32),
+                        nsp_logits=out.seq_relationship_logits.numpy().astype(np.float32))
+    print(f"wrote {folder}")
 
 
 if __name__ == "__main__":

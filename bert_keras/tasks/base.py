@@ -31,6 +31,14 @@ class TaskModel(keras.Model):
         return {"encoder": keras.saving.serialize_keras_object(self.encoder), **self._task_args, "name": self.name}
 
     @classmethod
+    def from_preset(cls, name: str, progress: bool = True, **task_args):
+        """The task model on a released checkpoint (a zoo name, an archive or a checkpoint folder), e.g.
+        `BertClassifier.from_preset("bert_base_uncased", num_classes=2)`. Returns (model, preprocessor)."""
+        from bert_keras.zoo import from_preset
+        encoder, preprocessor = from_preset(name, progress=progress)
+        return cls(encoder, **task_args), preprocessor
+
+    @classmethod
     def from_config(cls, config):
         config = dict(config)
         config["encoder"] = keras.saving.deserialize_keras_object(config["encoder"])

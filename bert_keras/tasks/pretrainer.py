@@ -1,0 +1,105 @@
+"""BERT pretraining: masked-LM and next-sentence heads (google-research/bert run_pretraining.py).
+
+MLM head: gather the masked positions, dense + activation + LayerNorm ("transform"), then logits against the
+word-embedding matrix (tied weights) plus an output bias. NSP head: dense [H, 2] on the pooled output.
+Inputs: the id dict ([B, S]) plus `masked_lm_positions` [B, P] int32 (0-padded; padded slots carry weight 0).
+Outputs: {"mlm_logits": [B, P, V], "nsp_logits": [B, 2]} float32.
+Checkpoint names: cls/predictions/transform/{dense,LayerNorm}/…, cls/predictions/output_bias,
+cls/seq_relationship/output_weights ([2, H]) and output_bias.
+"""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+from keras import ops
+
+from bert_keras.layers import activation_fn
+from bert_keras.tasks.base import TaskModel, dense_head, id_inputs
+
+
+@keras.saving.register_keras_serializable(package="bert_keras")
+class MaskedLMHead(keras.layers.Layer):
+    """(sequence [B, S, H], positions [B, P]) -> logits [B, P, V], output weights tied to `embedding_layer`."""
+
+    def __init__(self, embedding_layer, hidden_act="gelu", initializer_range=0.02, layer_norm_eps=1e-12, **kwargs):
+        super().__init__(**kwargs)
+        self.embedding_layer = embedding_layer
+        hidden = embedding_layer.output_dim
+        self.transform = keras.layers.Dense(hidden, activation=activation_fn(hidden_act), name="transform",
+                                            kernel_initializer=keras.initializers.TruncatedNormal(
+                                                stddev=initializer_range))
+        self.layer_norm = keras.layers.LayerNormalization(epsilon=layer_norm_eps, name="layer_norm",
+                                                          dtype="float32")
+
+    def build(self, sequence_shape, positions_shape=None):
+        hidden = self.embedding_layer.output_dim
+        self.transform.build((None, None, hidden))
+        self.layer_norm.build((None, None, hidden))
+        self.output_bias = self.add_weight(shape=(self.embedding_layer.input_dim,), initializer="zeros",
+                                           name="output_bias")
+        self.built = True
+
+    def call(self, sequence, positions):
+        gathered = ops.take_along_axis(sequence, ops.expand_dims(ops.cast(positions, "int32"), -1), axis=1)
+        x = self.layer_norm(self.transform(gathered))
+        table = ops.cast(self.embedding_layer.embeddings, x.dtype)
+        return ops.cast(ops.matmul(x, ops.transpose(table)), "float32") + self.output_bias
+
+
+@keras.saving.register_keras_serializable(package="bert_keras")
+class BertPretrainer(TaskModel):
+    def __init__(self, encoder, name=None):
+        inputs = id_inputs()
+        inputs["masked_lm_positions"] = keras.Input(shape=(None,), dtype="int32", name="masked_lm_positions")
+        outputs = encoder({k: inputs[k] for k in ("input_word_ids", "input_mask", "input_type_ids")})
+        config = encoder.config
+        mlm = MaskedLMHead(encoder.embeddings.word_embeddings, config.hidden_act, config.initializer_range,
+                           config.layer_norm_eps, name="mlm_head")
+        nsp = dense_head(2, config.initializer_range, "nsp_head")
+        super().__init__(inputs, {"mlm_logits": mlm(outputs["sequence_output"], inputs["masked_lm_positions"]),
+                                  "nsp_logits": nsp(outputs["pooled_output"])}, encoder, name=name)
+        self.mlm_head, self.nsp_head = mlm, nsp
+
+    def head_variables(self) -> dict:
+        """{google-research name: variable} of the two heads (the encoder's own are in checkpoints/names.py)."""
+        return {
+            "cls/predictions/transform/dense/kernel": self.mlm_head.transform.kernel,
+            "cls/predictions/transform/dense/bias": self.mlm_head.transform.bias,
+            "cls/predictions/transform/LayerNorm/gamma": self.mlm_head.layer_norm.gamma,
+            "cls/predictions/transform/LayerNorm/beta": self.mlm_head.layer_norm.beta,
+            "cls/predictions/output_bias": self.mlm_head.output_bias,
+            "cls/seq_relationship/output_weights": self.nsp_head.kernel,   # stored transposed: [2, H]
+            "cls/seq_relationship/output_bias": self.nsp_head.bias,
+        }
+
+    def assign_heads(self, heads: dict) -> None:
+        """Loads `cls/...` weights as `read_checkpoint` returns them; a missing or mis-shaped one is named."""
+        for name, variable in self.head_variables().items():
+            if name not in heads:
+                raise ValueError(f"pretraining head weight {name} is missing from the checkpoint")
+            value = np.asarray(heads[name])
+            if name == "cls/seq_relationship/output_weights":
+                value = value.T
+            if value.shape != tuple(variable.shape):
+                raise ValueError(f"shape of {name}: checkpoint {value.shape}, model {tuple(variable.shape)}")
+            variable.assign(value)
+
+    def head_weights(self) -> dict:
+        """The inverse of assign_heads, for save_google_checkpoint(..., heads=...)."""
+        out = {name: np.asarray(v.numpy()) for name, v in self.head_variables().items()}
+        out["cls/seq_relationship/output_weights"] = out["cls/seq_relationship/output_weights"].T
+        return out
+
+
+def pretraining_loss(mlm_logits, masked_lm_ids, masked_lm_weights, nsp_logits=None, next_sentence_labels=None):
+    """google-research's loss: weighted mean MLM cross-entropy over real predictions (+ mean NSP cross-entropy)."""
+    log_probs = ops.log_softmax(ops.cast(mlm_logits, "float32"), axis=-1)
+    nll = -ops.take_along_axis(log_probs, ops.expand_dims(ops.cast(masked_lm_ids, "int32"), -1), axis=-1)[..., 0]
+    weights = ops.cast(masked_lm_weights, "float32")
+    loss = ops.sum(nll * weights) / (ops.sum(weights) + 1e-5)
+    if nsp_logits is not None:
+        nsp_log_probs = ops.log_softmax(ops.cast(nsp_logits, "float32"), axis=-1)
+        labels = ops.expand_dims(ops.cast(next_sentence_labels, "int32"), -1)
+        loss = loss - ops.mean(ops.take_along_axis(nsp_log_probs, labels, axis=-1))
+    return loss
