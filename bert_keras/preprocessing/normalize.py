@@ -1,0 +1,45 @@
+"""BERT's basic tokenization, in-graph: split text into words, normalise each character.
+
+The reference is Hugging Face tokenizers' BertNormalizer + BertPreTokenizer (the same rules as
+google-research's BasicTokenizer), character by character:
+  * dropped: NUL, U+FFFD and every "other" character (Cc, Cf, Co, Cs, unassigned) except \\t \\n \\r;
+  * separators: \\t \\n \\r and Unicode spaces (Zs, Zl, Zp);
+  * single-character words: punctuation (P*, and all ASCII punctuation incl. $+<=>^`|~) and CJK ideographs;
+  * uncased vocabularies: NFD, drop non-spacing marks (Mn), then lower-case each character on its own (no
+    final-sigma rule: Σ -> σ always, as the Rust reference does; tf.strings.lower on whole words would not).
+Words are cut from the ORIGINAL text first (so every character keeps its byte offsets), then each character
+is normalised alone; characters that normalise to nothing vanish, and words left empty are dropped.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+import tensorflow_text as tf_text
+
+# CJK Unified Ideographs and extensions, compatibility ideographs: google-research's _is_chinese_char ranges.
+CJK = (r"\x{4E00}-\x{9FFF}\x{3400}-\x{4DBF}\x{20000}-\x{2A6DF}\x{2A700}-\x{2B73F}\x{2B740}-\x{2B81F}"
+       r"\x{2B820}-\x{2CEAF}\x{F900}-\x{FAFF}\x{2F800}-\x{2FA1F}")
+SEPARATORS = r"[\t\n\r\p{Z}]"
+PUNCTUATION_OR_CJK = r"[\p{P}!-/:-@\[-`{-~" + CJK + "]"
+# "Other" characters: RE2's \p{C} covers Cc Cf Co Cs; unassigned code points are those in no category at all.
+DROPPED = r"[\p{C}\x{FFFD}]|[^\p{L}\p{M}\p{N}\p{P}\p{S}\p{Z}\p{C}]"
+# Text made only of these needs no per-character work: printable ASCII and \t \n \r.
+PLAIN_ASCII = r"[ -~\t\n\r]*"
+
+
+def split_words_with_offsets(text):
+    """[B] strings -> (words [B, W], starts [B, W], ends [B, W]): byte offsets into the original text."""
+    # TF.Text's RegexSplitWithOffsets stops at a NUL byte (the rest of the string is lost). NUL is dropped by
+    # BERT anyway, so it becomes \x01, another dropped one-byte character: offsets stay the same.
+    text = tf.strings.regex_replace(text, r"\x00", "\x01")
+    # regex_split keeps a delimiter only when the delimiter pattern matches it too.
+    return tf_text.regex_split_with_offsets(text, f"{SEPARATORS}|{PUNCTUATION_OR_CJK}", PUNCTUATION_OR_CJK)
+
+
+def normalize_characters(chars, lower_case: bool):
+    """Single-character strings (any shape) -> their normalised strings ("" when the character is dropped)."""
+    chars = tf.strings.regex_replace(chars, DROPPED, "")
+    if lower_case:
+        chars = tf.strings.regex_replace(tf_text.normalize_utf8(chars, "NFD"), r"\p{Mn}", "")
+        chars = tf.strings.lower(chars, encoding="utf-8")
+    return chars
