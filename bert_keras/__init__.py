@@ -7,8 +7,9 @@ _os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 from bert_keras.config import PRESETS, BertConfig, preset_config  # noqa: E402
 from bert_keras.encoder import BertEncoder  # noqa: E402
 from bert_keras.checkpoints import load_checkpoint, read_checkpoint, save_google_checkpoint  # noqa: E402
+from bert_keras.preprocessing import BertPreprocessor  # noqa: E402
 from bert_keras.zoo import from_preset  # noqa: E402
 
-__all__ = ["BertConfig", "BertEncoder", "PRESETS", "from_preset", "load_checkpoint", "preset_config", "read_checkpoint",
+__all__ = ["BertConfig", "BertEncoder", "BertPreprocessor", "PRESETS", "from_preset", "load_checkpoint", "preset_config", "read_checkpoint",
            "save_google_checkpoint"]
 __version__ = "0.1.0"

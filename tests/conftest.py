@@ -32,3 +32,19 @@ def shared_data() -> pathlib.Path:
     if path is None:
         pytest.skip("../shared/data is not on this machine")
     return path
+
+
+@pytest.fixture(scope="session")
+def hf_tokenizer(minilm_dir):
+    """The reference tokenizer: HF tokenizers with all-MiniLM-L6-v2's own tokenizer.json (padding and
+    truncation, which that file turns on, switched off)."""
+    tokenizers = pytest.importorskip("tokenizers")
+    tokenizer = tokenizers.Tokenizer.from_file(f"{minilm_dir}/tokenizer.json")
+    tokenizer.no_padding()
+    tokenizer.no_truncation()
+    return tokenizer
+
+
+@pytest.fixture(scope="session")
+def minilm_vocab(minilm_dir) -> str:
+    return f"{minilm_dir}/vocab.txt"

@@ -2,7 +2,8 @@
 
 The reference is Hugging Face tokenizers' BertNormalizer + BertPreTokenizer (the same rules as
 google-research's BasicTokenizer), character by character:
-  * dropped: NUL, U+FFFD and every "other" character (Cc, Cf, Co, Cs, unassigned) except \\t \\n \\r;
+  * dropped: NUL, U+FFFD and the "other" characters Cc, Cf, Co, Cs except \\t \\n \\r (unassigned code
+    points are kept, as the reference keeps them: they end as [UNK]);
   * separators: \\t \\n \\r and Unicode spaces (Zs, Zl, Zp);
   * single-character words: punctuation (P*, and all ASCII punctuation incl. $+<=>^`|~) and CJK ideographs;
   * uncased vocabularies: NFD, drop non-spacing marks (Mn), then lower-case each character on its own (no
@@ -21,8 +22,8 @@ CJK = (r"\x{4E00}-\x{9FFF}\x{3400}-\x{4DBF}\x{20000}-\x{2A6DF}\x{2A700}-\x{2B73F
        r"\x{2B820}-\x{2CEAF}\x{F900}-\x{FAFF}\x{2F800}-\x{2FA1F}")
 SEPARATORS = r"[\t\n\r\p{Z}]"
 PUNCTUATION_OR_CJK = r"[\p{P}!-/:-@\[-`{-~" + CJK + "]"
-# "Other" characters: RE2's \p{C} covers Cc Cf Co Cs; unassigned code points are those in no category at all.
-DROPPED = r"[\p{C}\x{FFFD}]|[^\p{L}\p{M}\p{N}\p{P}\p{S}\p{Z}\p{C}]"
+# "Other" characters: RE2's \p{C} is Cc Cf Co Cs.
+DROPPED = r"[\p{C}\x{FFFD}]"
 # Text made only of these needs no per-character work: printable ASCII and \t \n \r.
 PLAIN_ASCII = r"[ -~\t\n\r]*"
 

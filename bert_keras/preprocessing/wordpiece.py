@@ -9,6 +9,8 @@ Two routes, chosen per string, giving the same ids as HF tokenizers' BertWordPie
           characters they came from. A word of more than 100 characters becomes [UNK] (the reference counts
           characters; FastWordpiece would count bytes, so the general route checks the length itself).
 Invalid UTF-8: each invalid byte is read as U+FFFD, which BERT drops; offsets still index the original bytes.
+Special-token strings in the text ("[SEP]") are plain text, as in google-research's FullTokenizer (HF tokenizers
+would emit the real [SEP] id, so user text could forge segment boundaries).
 Shapes: text [B] string -> ids, starts, ends: RaggedTensor [B, (tokens)], int32 ids, int64 offsets;
 [start, end) byte ranges.
 """

@@ -23,6 +23,7 @@ import zipfile
 
 from bert_keras.atomic import atomic_directory
 from bert_keras.config import BertConfig
+from bert_keras.preprocessing.vocab import vocab_is_cased
 from bert_keras.zoo.catalogue import CatalogueEntry, load_catalogue
 
 
@@ -134,11 +135,6 @@ def _extract(archive: str, into: str) -> str:
             return root
     raise ZooError(f"{archive} holds no bert_config.json: not a google-research BERT checkpoint archive.")
 
-
-def vocab_is_cased(tokens: list[str]) -> bool:
-    """True when ordinary (non-[special]) tokens have upper-case letters: uncased vocabularies have none."""
-    upper = sum(1 for t in tokens if not (t.startswith("[") and t.endswith("]")) and t != t.lower())
-    return upper > 0.01 * len(tokens)
 
 
 def verify_checkpoint(folder: str, entry: CatalogueEntry) -> BertConfig:

@@ -1,0 +1,70 @@
+"""BertPreprocessor: raw text in, the encoder's id dict out. One Keras layer for every place text enters a model.
+
+It runs inside `tf.data` (on the host, when the model trains on a TPU, where string ops cannot run) and inside
+every exported SavedModel, so training and serving tokenize with the same code. The vocabulary is part of the
+layer's config: a `.keras` file or SavedModel needs no vocab.txt beside it.
+
+Call: text [B] string (a Python list of strings is a batch too), or a tuple/list of segments, each a [B] tensor
+or array: (question, context), (sentence_a, sentence_b).
+Segments of shape [B, C] (C choices: (context [B, C], ending [B, C])) give [B, C, L] outputs.
+Returns {"input_word_ids", "input_mask", "input_type_ids"}: int32 [B, L] (see packer.py for L).
+"""
+
+from __future__ import annotations
+
+import keras
+import tensorflow as tf
+
+from bert_keras.preprocessing.packer import TRUNCATIONS, pack_segments
+from bert_keras.preprocessing.vocab import check_casing, load_vocab
+from bert_keras.preprocessing.wordpiece import WordpieceTokenizer
+
+
+@keras.saving.register_keras_serializable(package="bert_keras")
+class BertPreprocessor(keras.layers.Layer):
+    def __init__(self, vocab, lower_case: bool = True, seq_length: int | None = None, max_seq_length: int = 512,
+                 truncation: str = "round_robin", **kwargs):
+        kwargs.setdefault("trainable", False)
+        super().__init__(**kwargs)
+        self._convert_input_args = False            # strings pass through untouched
+        self._allow_non_tensor_positional_args = True
+        self.vocab = load_vocab(vocab)
+        check_casing(self.vocab, lower_case)
+        if truncation not in TRUNCATIONS:
+            raise ValueError(f"truncation must be one of {TRUNCATIONS}, got {truncation!r}")
+        if seq_length is not None and not 3 <= seq_length <= max_seq_length:
+            raise ValueError(f"seq_length must be between 3 and max_seq_length ({max_seq_length}), got {seq_length}")
+        self.lower_case, self.seq_length = lower_case, seq_length
+        self.max_seq_length, self.truncation = max_seq_length, truncation
+        self.tokenizer = WordpieceTokenizer(self.vocab, lower_case)
+        self.cls_id, self.sep_id = self.vocab.index("[CLS]"), self.vocab.index("[SEP]")
+        self.pad_id = self.vocab.index("[PAD]")
+
+    def tokenize(self, text):
+        """[B] strings -> RaggedTensor [B, (tokens)] int32 ids."""
+        return self.tokenizer.tokenize(text)
+
+    def tokenize_with_offsets(self, text):
+        """[B] strings -> (ids, starts, ends), RaggedTensors [B, (tokens)]: [start, end) bytes of the original."""
+        return self.tokenizer.tokenize_with_offsets(text)
+
+    def pack(self, segments) -> dict:
+        """Token-id segments (RaggedTensors [B, (tokens)]) -> the id dict, with this layer's length rules."""
+        return pack_segments(list(segments), self.cls_id, self.sep_id, self.seq_length, self.max_seq_length,
+                             self.truncation, self.pad_id)
+
+    def call(self, inputs):
+        is_segments = isinstance(inputs, (tuple, list)) and not all(isinstance(x, (str, bytes)) for x in inputs)
+        segments = [tf.convert_to_tensor(s, dtype=tf.string) for s in (inputs if is_segments else [inputs])]
+        rank, outer = segments[0].shape.rank, tf.shape(segments[0])
+        # A scalar becomes a batch of one; [B, C] choices become B*C sequences, reshaped back at the end.
+        packed = self.pack([self.tokenize(tf.reshape(s, [-1])) for s in segments])
+        if rank == 2:
+            return {k: tf.reshape(v, tf.concat([outer, [-1]], 0)) for k, v in packed.items()}
+        return packed
+
+    def get_config(self):
+        return {**super().get_config(), "vocab": self.vocab, "lower_case": self.lower_case,
+                "seq_length": self.seq_length, "max_seq_length": self.max_seq_length,
+                "truncation": self.truncation}
+

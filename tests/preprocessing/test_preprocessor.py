@@ -1,0 +1,127 @@
+"""BertPreprocessor: the reference's [CLS]/[SEP] packing, tf.data, reload with no vocab file, serving ops."""
+
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_keras.preprocessing import BertPreprocessor
+from conftest import REPO
+from savedmodels.ops import function_op_types, saved_model_op_types, unsupported_ops
+
+PAIRS = [("The cat sat on the mat.", "A cat was sitting on a mat."),
+         ("Ünïcödé — text “quoted” here", "東京 is big; ΟΔΟΣ"),
+         ("short", "a much longer second sentence that will need to be truncated to fit " * 3)]
+
+
+def _mrpc_pairs(shared_data):
+    import csv
+    with open(shared_data / "MRPC/dev.tsv", encoding="utf-8-sig") as f:
+        rows = list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))[1:]
+    return [(r[3], r[4]) for r in rows]
+
+
+def test_pairs_match_hf_pair_encoding(minilm_vocab, hf_tokenizer, shared_data):
+    # Truncation is checked against google-research's rule in test_packer.py (HF's odd-budget split differs).
+    pairs = PAIRS + _mrpc_pairs(shared_data)
+    pre = BertPreprocessor(minilm_vocab, seq_length=128)
+    out = pre((tf.constant([a for a, _ in pairs]), tf.constant([b for _, b in pairs])))
+    for i, (a, b) in enumerate(pairs):
+        enc = hf_tokenizer.encode(a, b)
+        n = len(enc.ids)
+        assert n <= 128
+        assert out["input_word_ids"][i, :n].numpy().tolist() == enc.ids, (a, b)
+        assert out["input_type_ids"][i, :n].numpy().tolist() == enc.type_ids
+        assert out["input_mask"][i].numpy().sum() == n and not out["input_word_ids"][i, n:].numpy().any()
+
+
+def test_single_sentences_and_choices(minilm_vocab, hf_tokenizer):
+    pre = BertPreprocessor(minilm_vocab)
+    out = pre(["Hello world!", "A second sentence."])
+    assert out["input_word_ids"].shape == (2, 8)
+    assert out["input_word_ids"][0, :5].numpy().tolist() == hf_tokenizer.encode("Hello world!").ids
+    contexts = tf.constant([["ctx one", "ctx one"], ["ctx two", "ctx two"]])
+    endings = tf.constant([["end a", "end bb bb"], ["c", "d"]])
+    choices = pre((contexts, endings))
+    assert choices["input_word_ids"].shape[:2] == (2, 2)
+    alone = pre((tf.constant(["ctx one"]), tf.constant(["end bb bb"])))["input_word_ids"][0].numpy()
+    np.testing.assert_array_equal(choices["input_word_ids"][0, 1, :len(alone)], alone)
+
+
+def test_runs_in_tf_data_like_eager(minilm_vocab):
+    pre = BertPreprocessor(minilm_vocab, seq_length=16)
+    texts = ["one sentence", "another, longer sentence — with “quotes”", "東京"]
+    batch = next(iter(tf.data.Dataset.from_tensor_slices(texts).batch(3).map(pre)))
+    for key, value in pre(texts).items():
+        np.testing.assert_array_equal(batch[key], value)
+
+
+def test_casing_mismatch_is_refused(minilm_vocab, tmp_path):
+    with pytest.raises(ValueError, match="uncased .*lower_case=False"):
+        BertPreprocessor(minilm_vocab, lower_case=False)
+    tokens = pathlib.Path(minilm_vocab).read_text(encoding="utf-8").splitlines()
+    taken, cased = set(tokens), []
+    for i, t in enumerate(tokens):            # a cased vocabulary: every other word also capitalised
+        upper = t.capitalize()
+        cased.append(upper if t.isalpha() and i % 2 and upper not in taken else t)
+        taken.add(cased[-1])
+    with pytest.raises(ValueError, match="cased .*lower_case=True"):
+        BertPreprocessor(cased, lower_case=True)
+
+
+def _run(script, tmp_path):
+    result = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], capture_output=True, text=True,
+                            cwd=tmp_path, timeout=300, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout
+
+
+def test_keras_file_keeps_the_vocab(minilm_vocab, tmp_path):
+    vocab = tmp_path / "vocab.txt"
+    shutil.copy(minilm_vocab, vocab)
+    pre = BertPreprocessor(str(vocab))
+    text = keras.Input(shape=(), dtype="string", name="text")
+    model = keras.Model(text, pre(text))
+    model.save(tmp_path / "pre.keras")
+    want = pre(tf.constant(PAIRS[1]))["input_word_ids"].numpy().tolist()
+    vocab.unlink()
+    got = _run(f"""
+        import keras, bert_keras, tensorflow as tf
+        model = keras.models.load_model("pre.keras", safe_mode=True)
+        print(model(tf.constant({list(PAIRS[1])!r}))["input_word_ids"].numpy().tolist())
+    """, tmp_path)
+    assert got.strip().splitlines()[-1] == str(want)
+
+
+def test_saved_model_serves_in_a_process_without_bert_keras(minilm_vocab, tmp_path):
+    pre = BertPreprocessor(minilm_vocab, seq_length=32)
+    module = tf.Module()
+    module.pre = pre
+    module.serve = tf.function(lambda text: pre(text), input_signature=[tf.TensorSpec([None], tf.string)])
+    tf.saved_model.save(module, str(tmp_path / "sm"), signatures={"serving_default": module.serve})
+    want = pre(tf.constant(list(PAIRS[1])))["input_word_ids"].numpy().tolist()
+    got = _run("""
+        import sys, tensorflow as tf, tensorflow_text  # registers the TF.Text ops, as tensorflow_model_server does
+        assert "bert_keras" not in sys.modules
+        fn = tf.saved_model.load("sm").signatures["serving_default"]
+        print(fn(text=tf.constant(%r))["input_word_ids"].numpy().tolist())
+    """ % (list(PAIRS[1]),), tmp_path)
+    assert got.strip().splitlines()[-1] == str(want)
+    assert unsupported_ops(saved_model_op_types(str(tmp_path / "sm"))) == set()
+
+
+def test_preprocessing_ops_run_on_the_stock_tf_serving_2_12(minilm_vocab):
+    pre = BertPreprocessor(minilm_vocab)
+    ops = function_op_types(tf.function(lambda a, b: pre((a, b))).get_concrete_function(
+        tf.TensorSpec([None], tf.string), tf.TensorSpec([None], tf.string)))
+    assert {"FastWordpieceTokenizeWithOffsets", "RegexSplitWithOffsets", "NormalizeUTF8"} <= ops
+    assert unsupported_ops(ops) == set()
+    # The check bites: an op from a newer TF.Text, or a py_function, is reported.
+    assert unsupported_ops(ops | {"TFText>Utf8Binarize", "EagerPyFunc"}) == {"TFText>Utf8Binarize", "EagerPyFunc"}
