@@ -26,6 +26,8 @@ PUNCTUATION_OR_CJK = r"[\p{P}!-/:-@\[-`{-~" + CJK + "]"
 DROPPED = r"[\p{C}\x{FFFD}]"
 # Text made only of these needs no per-character work: printable ASCII and \t \n \r.
 PLAIN_ASCII = r"[ -~\t\n\r]*"
+# A word made only of these normalises by ASCII lower-casing alone, byte for byte.
+PLAIN_WORD = r"[ -~]*"
 
 
 def split_words_with_offsets(text):

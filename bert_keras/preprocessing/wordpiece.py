@@ -4,9 +4,9 @@ Two routes, chosen per string, giving the same ids as HF tokenizers' BertWordPie
   plain   printable ASCII (with \\t \\n \\r): lower-case bytes in place, then TF.Text's FastWordpiece in its
           end-to-end mode, which does BERT's whitespace/punctuation split itself. Lower-casing ASCII keeps every
           byte where it was, so its offsets are already offsets into the original. Most English text goes here.
-  general everything else: words are cut from the original text (normalize.py), each character is
-          normalised alone and the pieces' offsets in the normalised word are mapped back through the
-          characters they came from. A word of more than 100 characters becomes [UNK] (the reference counts
+  general everything else: words are cut from the original text (normalize.py); printable-ASCII words are
+          lower-cased in place, the other words have each character normalised alone and the pieces' offsets
+          in the normalised word are mapped back through the characters they came from. A word of more than 100 characters becomes [UNK] (the reference counts
           characters; FastWordpiece would count bytes, so the general route checks the length itself).
 Invalid UTF-8: each invalid byte is read as U+FFFD, which BERT drops; offsets still index the original bytes.
 Special-token strings in the text ("[SEP]") are plain text, as in google-research's FullTokenizer (HF tokenizers
@@ -20,7 +20,7 @@ from __future__ import annotations
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from bert_keras.preprocessing.normalize import (PLAIN_ASCII, normalize_characters,
+from bert_keras.preprocessing.normalize import (PLAIN_ASCII, PLAIN_WORD, normalize_characters,
                                                 split_words_with_offsets)
 
 MAX_WORD_CHARS = 100          # the reference's max_input_chars_per_word
@@ -46,53 +46,70 @@ class WordpieceTokenizer:
 
     def tokenize_with_offsets(self, text):
         text = tf.convert_to_tensor(text, dtype=tf.string)
-        plain = tf.strings.regex_full_match(text, PLAIN_ASCII)
-        plain_rows = tf.where(plain)[:, 0]
-        other_rows = tf.where(tf.logical_not(plain))[:, 0]
-        a = self._plain(tf.gather(text, plain_rows))
-        b = self._general(tf.gather(text, other_rows))
-        back = tf.math.invert_permutation(tf.concat([plain_rows, other_rows], 0))
-        return tuple(tf.gather(tf.concat([x, y], 0), back) for x, y in zip(a, b))
+        return _route(tf.strings.regex_full_match(text, PLAIN_ASCII), text, self._plain_text, self._general_text)
 
     def tokenize(self, text):
         return self.tokenize_with_offsets(text)[0]
 
-    def _plain(self, text):
+    def _plain_text(self, text):
         if self.lower_case:
             text = tf.strings.lower(text)
         ids, starts, ends = self._text_kernel.tokenize_with_offsets(text)
         return ids.with_row_splits_dtype(tf.int64), starts, ends
 
-    def _general(self, text):
+    def _general_text(self, text):
         words, word_starts, _ = split_words_with_offsets(text)                            # [B, W]
-        chars, char_starts = tf.strings.unicode_split_with_offsets(
-            words.flat_values, "UTF-8", errors="replace")                                 # [N, C], in-word
+        flat = words.flat_values                                                          # [N]
+        ids, starts, ends = _route(tf.strings.regex_full_match(flat, PLAIN_WORD), flat,
+                                   self._plain_words, self._general_words)                # [N, P], in-word
+        base = tf.gather(word_starts.flat_values, ids.value_rowids())
+        per_text = lambda values: words.with_flat_values(ids.with_flat_values(values)).merge_dims(1, 2)  # noqa
+        return per_text(ids.flat_values), per_text(base + starts.flat_values), per_text(base + ends.flat_values)
+
+    def _plain_words(self, words):
+        """Printable-ASCII words: lower-casing keeps every byte in place, so piece offsets are in-word offsets."""
+        return self._word_pieces(tf.strings.lower(words) if self.lower_case else words)
+
+    def _general_words(self, words):
+        """Other words: each character normalised alone; piece offsets mapped back through the characters."""
+        chars, char_starts = tf.strings.unicode_split_with_offsets(words, "UTF-8", errors="replace")  # [N, C]
         # A character ends where the next begins (an invalid byte read as U+FFFD still spans one byte).
-        word_lengths = tf.cast(tf.strings.length(words.flat_values), tf.int64)[:, None]
+        word_lengths = tf.cast(tf.strings.length(words), tf.int64)[:, None]
         char_ends = tf.concat([char_starts[:, 1:], tf.RaggedTensor.from_tensor(word_lengths)], axis=1)
         normalized = normalize_characters(chars.flat_values, self.lower_case)            # [M]
-        word_text = tf.strings.reduce_join(chars.with_flat_values(normalized), axis=1)   # [N]
-        too_long = tf.strings.length(word_text, unit="UTF8_CHAR") > MAX_WORD_CHARS
-        ids, piece_starts, piece_ends = self._word_kernel.tokenize_with_offsets(
-            tf.where(too_long, UNK, word_text))                                          # [N, P]
-        # A too-long word's single [UNK] covers the whole normalised word.
-        piece_word = ids.value_rowids()                                                    # [K]
-        row_long = tf.gather(too_long, piece_word)
-        word_bytes = tf.cast(tf.strings.length(word_text), tf.int64)
-        piece_starts = tf.where(row_long, tf.zeros_like(piece_starts.flat_values), piece_starts.flat_values)
-        piece_ends = tf.where(row_long, tf.gather(word_bytes, piece_word), piece_ends.flat_values)
-
-        # Map normalised byte positions back to original characters: each character owns the byte range its
-        # normalisation produced; the character holding a piece's first (last) byte gives its start (end).
+        ids, piece_starts, piece_ends = self._word_pieces(
+            tf.strings.reduce_join(chars.with_flat_values(normalized), axis=1))
+        # Each character owns the bytes its normalisation produced; the character holding a piece's first
+        # (last) byte gives the piece's start (end).
         char_bytes = tf.cast(tf.strings.length(normalized), tf.int64)
-        char_base = tf.cumsum(char_bytes, exclusive=True)                                # [M] global
-        word_base = tf.gather(tf.concat([char_base, [tf.reduce_sum(char_bytes)]], 0), chars.row_starts())  # [N]
-        first = tf.gather(word_base, piece_word) + piece_starts
-        last = tf.gather(word_base, piece_word) + piece_ends - 1
+        char_base = tf.cumsum(char_bytes, exclusive=True)                                # [M], global
+        word_base = tf.gather(tf.concat([char_base, [tf.reduce_sum(char_bytes)]], 0), chars.row_starts())
+        piece_word = ids.value_rowids()
+        first = tf.gather(word_base, piece_word) + piece_starts.flat_values
+        last = tf.gather(word_base, piece_word) + piece_ends.flat_values - 1
         first_char = tf.searchsorted(char_base[None], first[None], side="right")[0] - 1
         last_char = tf.searchsorted(char_base[None], last[None], side="right")[0] - 1
-        base = tf.gather(word_starts.flat_values, piece_word)
-        starts = base + tf.gather(char_starts.flat_values, first_char)
-        ends = base + tf.gather(char_ends.flat_values, last_char)
-        per_text = lambda values: words.with_flat_values(ids.with_flat_values(values)).merge_dims(1, 2)  # noqa
-        return per_text(ids.flat_values), per_text(starts), per_text(ends)
+        return (ids, ids.with_flat_values(tf.gather(char_starts.flat_values, first_char)),
+                ids.with_flat_values(tf.gather(char_ends.flat_values, last_char)))
+
+    def _word_pieces(self, word_text):
+        """Normalised words [N] -> (ids, starts, ends) [N, P], offsets in normalised bytes; a word of more than
+        100 characters becomes one [UNK] spanning the whole word."""
+        too_long = tf.strings.length(word_text, unit="UTF8_CHAR") > MAX_WORD_CHARS
+        ids, starts, ends = self._word_kernel.tokenize_with_offsets(tf.where(too_long, UNK, word_text))
+        piece_word = ids.value_rowids()
+        long_piece = tf.gather(too_long, piece_word)
+        word_bytes = tf.gather(tf.cast(tf.strings.length(word_text), tf.int64), piece_word)
+        starts = tf.where(long_piece, tf.zeros_like(starts.flat_values), starts.flat_values)
+        ends = tf.where(long_piece, word_bytes, ends.flat_values)
+        return ids.with_row_splits_dtype(tf.int64), ids.with_flat_values(starts), ids.with_flat_values(ends)
+
+
+def _route(take_first, rows, first, second):
+    """Runs `first` on the rows where take_first holds and `second` on the others; each returns a tuple of
+    RaggedTensors with one row per input row, and the rows come back in their original order."""
+    first_rows = tf.where(take_first)[:, 0]
+    second_rows = tf.where(tf.logical_not(take_first))[:, 0]
+    a, b = first(tf.gather(rows, first_rows)), second(tf.gather(rows, second_rows))
+    back = tf.math.invert_permutation(tf.concat([first_rows, second_rows], 0))
+    return tuple(tf.gather(tf.concat([x, y], 0), back) for x, y in zip(a, b))
