@@ -89,6 +89,15 @@ def cmd_demo(args) -> None:
         print(f"  {sentence:<36} -> {sentences[j]:<36} {similarity[i, j]:.3f}")
 
 
+def cmd_vocab(args) -> None:
+    from bert_keras.preprocessing import build_vocab
+    missing = [f for f in args.files if not os.path.exists(f)]
+    if missing:
+        raise CommandError(f"no such file: {', '.join(missing)}")
+    tokens = build_vocab(args.files, vocab_size=args.size, lower_case=not args.cased, out=args.out)
+    print(f"wrote {args.out}: {len(tokens):,} tokens ({'cased' if args.cased else 'uncased'})")
+
+
 def cmd_zoo_list(args) -> None:
     from bert_keras.zoo import load_catalogue
     print(f"{'name':<32} {'layers':>6} {'hidden':>6} {'heads':>5} {'parameters':>12}  cased")
@@ -122,6 +131,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="write the encoder as a .keras file")
     p.add_argument("--google-out", help="write a google-research TF1 checkpoint folder")
     p.set_defaults(func=cmd_convert)
+
+    p = sub.add_parser("vocab", help="build a WordPiece vocab.txt from text files (TF.Text's BERT vocab tool)")
+    p.add_argument("files", nargs="+", help="text files, one sentence or paragraph per line")
+    p.add_argument("--out", required=True, help="the vocab.txt to write")
+    p.add_argument("--size", type=int, default=30522, help="target vocabulary size (default 30522)")
+    p.add_argument("--cased", action="store_true", help="keep case and accents (default: uncased)")
+    p.set_defaults(func=cmd_vocab)
 
     zoo = sub.add_parser("zoo", help="the released google-research checkpoints by name").add_subparsers(
         dest="zoo_command", required=True, metavar="ZOO_COMMAND")

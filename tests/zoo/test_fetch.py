@@ -174,3 +174,20 @@ def test_catalogue_parameter_counts_match_built_encoders():
     # Published figures: BERT-Base 110M / BERT-Large 340M (uncased, 30,522 vocab).
     assert catalogue["bert_base_uncased"].params == 109_482_240
     assert catalogue["bert_large_uncased"].params == 335_141_888
+
+
+def test_from_preset_gives_the_encoder_and_a_matching_preprocessor(archive, tmp_path, monkeypatch):
+    from bert_keras import from_preset
+    from bert_keras.tasks import BertClassifier
+    monkeypatch.setenv("BERT_KERAS_HOME", str(tmp_path / "home"))
+    encoder, data = archive
+    path = tmp_path / "tiny.zip"
+    path.write_bytes(data)
+    loaded, preprocessor = from_preset(str(path), progress=False)
+    assert preprocessor.lower_case and preprocessor.vocab == UNCASED_VOCAB
+    x = preprocessor(["w1 w2 w3", "w4"])
+    assert x["input_word_ids"][0, :5].numpy().tolist() == [2, 6, 7, 8, 3]    # [CLS] w1 w2 w3 [SEP]
+    np.testing.assert_array_equal(loaded(x)["sequence_output"], encoder(x)["sequence_output"])
+    classifier, _ = BertClassifier.from_preset(str(path), progress=False, num_classes=3)
+    assert classifier(x).shape == (2, 3)
+    np.testing.assert_array_equal(classifier.encoder(x)["pooled_output"], encoder(x)["pooled_output"])
