@@ -114,12 +114,17 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "Input is empty.")
         return np.array([e.SerializeToString() for e in examples], dtype=object)
 
-    def Classify(self, request, context):
+    def _run_on_examples(self, request, context, method, response):
+        """Classify/Regress: the signature must carry `method`; the examples go in as its `inputs` tensor."""
         servable = self._servable(request.model_spec, context)
-        signature = self._signature(servable, request.model_spec, context, CLASSIFY)
+        signature = self._signature(servable, request.model_spec, context, method)
         outputs = self._run(servable, signature, {"inputs": self._examples(request, context)}, context)
-        response = classification_pb2.ClassificationResponse()
         self._model_spec(response, servable, signature)
+        return outputs
+
+    def Classify(self, request, context):
+        response = classification_pb2.ClassificationResponse()
+        outputs = self._run_on_examples(request, context, CLASSIFY, response)
         scores, classes = outputs.get("scores"), outputs.get("classes")
         rows = len(scores) if scores is not None else len(classes)
         for i in range(rows):
@@ -134,11 +139,8 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
         return response
 
     def Regress(self, request, context):
-        servable = self._servable(request.model_spec, context)
-        signature = self._signature(servable, request.model_spec, context, REGRESS)
-        outputs = self._run(servable, signature, {"inputs": self._examples(request, context)}, context)
         response = regression_pb2.RegressionResponse()
-        self._model_spec(response, servable, signature)
+        outputs = self._run_on_examples(request, context, REGRESS, response)
         for value in np.asarray(outputs["outputs"]).reshape(-1):
             response.result.regressions.add().value = float(value)
         return response
