@@ -18,6 +18,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 # CJK Unified Ideographs and extensions, compatibility ideographs: google-research's _is_chinese_char ranges.
+# (HF tokenizers' Rust port starts the fifth range at 0x2B920, a typo; we keep google-research's 0x2B820.)
 CJK = (r"\x{4E00}-\x{9FFF}\x{3400}-\x{4DBF}\x{20000}-\x{2A6DF}\x{2A700}-\x{2B73F}\x{2B740}-\x{2B81F}"
        r"\x{2B820}-\x{2CEAF}\x{F900}-\x{FAFF}\x{2F800}-\x{2FA1F}")
 SEPARATORS = r"[\t\n\r\p{Z}]"

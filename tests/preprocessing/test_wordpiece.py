@@ -73,11 +73,15 @@ _CHARS = st.one_of(
 )
 
 
-@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+# derandomize: CI sees the same 1,000 examples every run; raise max_examples locally to search deeper.
+@settings(max_examples=1000, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.text(_CHARS, max_size=60), min_size=1, max_size=8))
 def test_fuzz_arbitrary_unicode_matches(tokenizer, hf_tokenizer, texts):
-    # HF alone matches special-token strings typed in the text (see the next test); they are left out here.
+    # Where HF tokenizers departs from google-research (tests below), the fuzz does not compare with it:
+    # special-token strings typed in the text, and CJK Extension E U+2B820-U+2B91F.
     assume(not any(special in text for text in texts for special in SPECIAL_TOKENS))
+    assume(not any(0x2B820 <= ord(c) <= 0x2B91F for text in texts for c in text))
     assert _mismatches(tokenizer, hf_tokenizer, texts) == []
 
 
@@ -87,6 +91,15 @@ def test_special_token_strings_in_raw_text_are_plain_text(tokenizer, minilm_voca
     vocab = load_vocab(minilm_vocab)
     ids = tokenizer.tokenize(tf.constant(["a [SEP] b [MASK]"])).to_list()[0]
     assert [vocab[i] for i in ids] == ["a", "[", "sep", "]", "b", "[", "mask", "]"]
+
+
+def test_cjk_extension_e_is_split_as_google_research_defines_it(tokenizer, minilm_vocab):
+    """google-research's _is_chinese_char includes U+2B820-U+2CEAF; HF tokenizers' Rust port starts that range
+    at 0x2B920 (a typo) and so keeps U+2B820-U+2B91F inside words. We follow google-research."""
+    vocab = load_vocab(minilm_vocab)
+    for cp in (0x2B820, 0x2B91F):
+        ids = tokenizer.tokenize(tf.constant([f"0{chr(cp)}0"])).to_list()[0]
+        assert [vocab[i] for i in ids] == ["0", "[UNK]", "0"]
 
 
 def test_invalid_utf8_bytes_are_dropped_and_offsets_index_the_original(tokenizer, hf_tokenizer):
