@@ -1,9 +1,9 @@
 """BERT's basic tokenization, in-graph: split text into words, normalise each character.
 
-The reference is Hugging Face tokenizers' BertNormalizer + BertPreTokenizer (the same rules as
-google-research's BasicTokenizer), character by character:
-  * dropped: NUL, U+FFFD and the "other" characters Cc, Cf, Co, Cs except \\t \\n \\r (unassigned code
-    points are kept, as the reference keeps them: they end as [UNK]);
+The reference is HF tokenizers' BertNormalizer + BertPreTokenizer, google-research's BasicTokenizer rules as
+HF implements them, character by character (two departures, where HF is wrong, are in wordpiece.py):
+  * dropped: NUL, U+FFFD and the "other" characters Cc, Cf, Co (private use) except \\t \\n \\r; unassigned
+    code points are kept, as the reference keeps them (they end as [UNK]);
   * separators: \\t \\n \\r and Unicode spaces (Zs, Zl, Zp);
   * single-character words: punctuation (P*, and all ASCII punctuation incl. $+<=>^`|~) and CJK ideographs;
   * uncased vocabularies: NFD, drop non-spacing marks (Mn), then lower-case each character on its own (no
@@ -23,7 +23,11 @@ CJK = (r"\x{4E00}-\x{9FFF}\x{3400}-\x{4DBF}\x{20000}-\x{2A6DF}\x{2A700}-\x{2B73F
        r"\x{2B820}-\x{2CEAF}\x{F900}-\x{FAFF}\x{2F800}-\x{2FA1F}")
 SEPARATORS = r"[\t\n\r\p{Z}]"
 PUNCTUATION_OR_CJK = r"[\p{P}!-/:-@\[-`{-~" + CJK + "]"
-# "Other" characters: RE2's \p{C} is Cc Cf Co Cs.
+# Uncased only: characters that become punctuation once accents are stripped (NFD, drop Mn), so the reference,
+# which normalises before it splits, splits them: GREEK VARIA -> `, NOT EQUAL TO -> =, NOT LESS-THAN -> <,
+# NOT GREATER-THAN -> >. The only four in Unicode (tests/preprocessing/test_normalize.py derives the set).
+PUNCTUATION_AFTER_ACCENT_STRIPPING = r"\x{1FEF}\x{2260}\x{226E}\x{226F}"
+# RE2's \p{C} is Cc Cf Co Cs (no Cn); Cs cannot occur in UTF-8.
 DROPPED = r"[\p{C}\x{FFFD}]"
 # Text made only of these needs no per-character work: printable ASCII and \t \n \r.
 PLAIN_ASCII = r"[ -~\t\n\r]*"
@@ -31,13 +35,16 @@ PLAIN_ASCII = r"[ -~\t\n\r]*"
 PLAIN_WORD = r"[ -~]*"
 
 
-def split_words_with_offsets(text):
+def split_words_with_offsets(text, lower_case: bool = True):
     """[B] strings -> (words [B, W], starts [B, W], ends [B, W]): byte offsets into the original text."""
     # TF.Text's RegexSplitWithOffsets stops at a NUL byte (the rest of the string is lost). NUL is dropped by
     # BERT anyway, so it becomes \x01, another dropped one-byte character: offsets stay the same.
     text = tf.strings.regex_replace(text, r"\x00", "\x01")
+    kept = PUNCTUATION_OR_CJK
+    if lower_case:
+        kept = kept[:-1] + PUNCTUATION_AFTER_ACCENT_STRIPPING + "]"
     # regex_split keeps a delimiter only when the delimiter pattern matches it too.
-    return tf_text.regex_split_with_offsets(text, f"{SEPARATORS}|{PUNCTUATION_OR_CJK}", PUNCTUATION_OR_CJK)
+    return tf_text.regex_split_with_offsets(text, f"{SEPARATORS}|{kept}", kept)
 
 
 def normalize_characters(chars, lower_case: bool):

@@ -53,7 +53,7 @@ def build_vocab(files: list[str], vocab_size: int = 30522, lower_case: bool = Tr
     from bert_keras.preprocessing.normalize import normalize_characters, split_words_with_offsets
 
     def words(line):
-        pieces = split_words_with_offsets(line[None])[0].flat_values
+        pieces = split_words_with_offsets(line[None], lower_case)[0].flat_values
         chars = tf.strings.unicode_split(pieces, "UTF-8", errors="replace")
         return tf.strings.reduce_join(chars.with_flat_values(normalize_characters(chars.flat_values, lower_case)),
                                       axis=1)

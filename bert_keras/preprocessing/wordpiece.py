@@ -9,8 +9,11 @@ Two routes, chosen per string, giving the same ids as HF tokenizers' BertWordPie
           in the normalised word are mapped back through the characters they came from. A word of more than 100 characters becomes [UNK] (the reference counts
           characters; FastWordpiece would count bytes, so the general route checks the length itself).
 Invalid UTF-8: each invalid byte is read as U+FFFD, which BERT drops; offsets still index the original bytes.
-Special-token strings in the text ("[SEP]") are plain text, as in google-research's FullTokenizer (HF tokenizers
-would emit the real [SEP] id, so user text could forge segment boundaries).
+The reference is HF tokenizers' BertWordPieceTokenizer, except where it is wrong, and then google-research's
+FullTokenizer decides: special-token strings in the text ("[SEP]") stay plain text (HF would emit the real [SEP]
+id, so user text could forge segment boundaries), and CJK Extension E U+2B820-U+2B91F is split as ideographs
+(HF's range starts at 0x2B920, a typo). Character properties come from TF's Unicode tables, which are newer than
+HF's: a few hundred characters assigned or re-classified since (new marks, punctuation) can differ.
 Shapes: text [B] string -> ids, starts, ends: RaggedTensor [B, (tokens)], int32 ids, int64 offsets;
 [start, end) byte ranges.
 """
@@ -58,7 +61,7 @@ class WordpieceTokenizer:
         return ids.with_row_splits_dtype(tf.int64), starts, ends
 
     def _general_text(self, text):
-        words, word_starts, _ = split_words_with_offsets(text)                            # [B, W]
+        words, word_starts, _ = split_words_with_offsets(text, self.lower_case)           # [B, W]
         flat = words.flat_values                                                          # [N]
         ids, starts, ends = _route(tf.strings.regex_full_match(flat, PLAIN_WORD), flat,
                                    self._plain_words, self._general_words)                # [N, P], in-word
