@@ -1,0 +1,35 @@
+"""Dataset readers returning raw-text examples (no tokenization): GLUE TSVs, SQuAD JSON,
+multiple choice (SWAG csv, OpenBookQA/ARC/CommonsenseQA jsonl) and CoNLL-2003 NER."""
+
+from bert_keras.data.errors import DataFormatError
+from bert_keras.data.conll import CONLL2003_LABELS, TaggedSentence, iob1_to_iob2, read_conll2003
+from bert_keras.data.glue import GLUE_LABELS, TextExample, read_glue
+from bert_keras.data.multiple_choice import ChoiceExample, read_choice_jsonl, read_swag
+from bert_keras.data.squad import (
+    SquadExample,
+    answer_offset_mismatches,
+    hold_out_articles,
+    load_squad_json,
+    read_squad,
+    squad_examples,
+)
+
+__all__ = [
+    "CONLL2003_LABELS",
+    "ChoiceExample",
+    "DataFormatError",
+    "GLUE_LABELS",
+    "SquadExample",
+    "TaggedSentence",
+    "TextExample",
+    "answer_offset_mismatches",
+    "hold_out_articles",
+    "iob1_to_iob2",
+    "load_squad_json",
+    "read_choice_jsonl",
+    "read_conll2003",
+    "read_glue",
+    "read_squad",
+    "read_swag",
+    "squad_examples",
+]
