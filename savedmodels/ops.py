@@ -43,6 +43,15 @@ def function_op_types(concrete_function) -> set[str]:
     return _graph_def_ops(concrete_function.graph.as_graph_def())
 
 
+def preprocessing_op_types(preprocessor, num_segments: int = 1) -> set[str]:
+    """Op types of `preprocessor` called on `num_segments` [None] string tensors (what an export would hold)."""
+    import tensorflow as tf
+
+    specs = [tf.TensorSpec([None], tf.string)] * num_segments
+    fn = tf.function(lambda *texts: preprocessor(tuple(texts) if num_segments > 1 else texts[0]))
+    return function_op_types(fn.get_concrete_function(*specs))
+
+
 def saved_model_op_types(export_dir: str) -> set[str]:
     """Op types of every graph and function in a SavedModel (what the server must have registered)."""
     proto = saved_model_pb2.SavedModel()

@@ -1,7 +1,10 @@
 """In-graph BERT preprocessing: normalise and split (normalize.py), WordPiece with offsets (wordpiece.py),
-pack segments into model inputs (packer.py), the vocabulary (vocab.py), and the Keras layer that joins them."""
+pack segments into model inputs (packer.py), the vocabulary (vocab.py), and the Keras layer that joins them
+(preprocessor.py). The TF Serving op check is savedmodels/ops.py."""
 
-from bert_keras.preprocessing.preprocessor import BertPreprocessor  # noqa: E402
-from bert_keras.preprocessing.vocab import build_vocab, load_vocab  # noqa: E402
+from bert_keras.preprocessing.packer import pack_segments
+from bert_keras.preprocessing.preprocessor import BertPreprocessor
+from bert_keras.preprocessing.vocab import build_vocab, check_casing, load_vocab
+from bert_keras.preprocessing.wordpiece import WordpieceTokenizer
 
-__all__ = ["BertPreprocessor", "build_vocab", "load_vocab"]
+__all__ = ["BertPreprocessor", "WordpieceTokenizer", "build_vocab", "check_casing", "load_vocab", "pack_segments"]

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 import tensorflow_text as tf_text
+from tensorflow_text.python.ops.regex_split_ops import gen_regex_split_ops
 
 # CJK Unified Ideographs and extensions, compatibility ideographs: google-research's _is_chinese_char ranges.
 # (HF tokenizers' Rust port starts the fifth range at 0x2B920, a typo; we keep google-research's 0x2B820.)
@@ -35,16 +36,35 @@ PLAIN_ASCII = r"[ -~\t\n\r]*"
 PLAIN_WORD = r"[ -~]*"
 
 
-def split_words_with_offsets(text, lower_case: bool = True):
-    """[B] strings -> (words [B, W], starts [B, W], ends [B, W]): byte offsets into the original text."""
-    # TF.Text's RegexSplitWithOffsets stops at a NUL byte (the rest of the string is lost). NUL is dropped by
-    # BERT anyway, so it becomes \x01, another dropped one-byte character: offsets stay the same.
-    text = tf.strings.regex_replace(text, r"\x00", "\x01")
+def _split_patterns(lower_case: bool) -> tuple[str, str]:
+    """(delimiters, delimiters kept as words) for RegexSplitWithOffsets."""
     kept = PUNCTUATION_OR_CJK
     if lower_case:
         kept = kept[:-1] + PUNCTUATION_AFTER_ACCENT_STRIPPING + "]"
     # regex_split keeps a delimiter only when the delimiter pattern matches it too.
-    return tf_text.regex_split_with_offsets(text, f"{SEPARATORS}|{kept}", kept)
+    return f"{SEPARATORS}|{kept}", kept
+
+
+def _without_nul(text):
+    # TF.Text's RegexSplitWithOffsets stops at a NUL byte (the rest of the string is lost). NUL is dropped by
+    # BERT anyway, so it becomes \x01, another dropped one-byte character: offsets stay the same.
+    return tf.strings.regex_replace(text, r"\x00", "\x01")
+
+
+def split_words_with_offsets(text, lower_case: bool = True):
+    """[B] strings -> (words [B, W], starts [B, W], ends [B, W]): byte offsets into the original text."""
+    return tf_text.regex_split_with_offsets(_without_nul(text), *_split_patterns(lower_case))
+
+
+def split_words_flat(text, lower_case: bool = True):
+    """[B] strings -> (words [N], starts [N] int64 byte offsets into the original text, row splits [B + 1]).
+
+    The raw kernel, without the RaggedTensor wrapper's shape checks (they cost more than the split itself on
+    small batches)."""
+    delimiters, kept = _split_patterns(lower_case)
+    words, starts, _, splits = gen_regex_split_ops.regex_split_with_offsets(   # the wrapper's (group)s
+        _without_nul(text), f"({delimiters})", f"({kept})")
+    return words, starts, splits
 
 
 def normalize_characters(chars, lower_case: bool):

@@ -2,10 +2,18 @@
 
 Truncation keeps the total within the length: `longest_first` is google-research's `_truncate_seq_pair`
 (drop the last token of the longest segment, the later one on ties) and `round_robin` gives segments one token
-each in turn. The two always agree (checked exhaustively in the tests), so both names run TF.Text's
-RoundRobinTrimmer. (HF tokenizers' "longest_first" differs from google-research's when both segments must be
-cut to an odd budget: it gives the extra token to the longer input, google's to the first segment.) Length: a fixed `seq_length` (TPUs need static shapes), or None to pad to the longest
-sequence of the batch rounded up to a multiple of 8 (at most `max_seq_length`).
+each in turn (TF.Text's RoundRobinTrimmer). The two always end in the same lengths (checked exhaustively in
+the tests): both leave every segment at min(length, t) for the largest t that fits, and hand the tokens left
+over, one each, to the earliest segments longer than t. So both names run that closed form, computed per row
+on dense [B, segments] tensors. (HF tokenizers' "longest_first" differs from google-research's when both
+segments must be cut to an odd budget: it gives the extra token to the longer input, google's to the first
+segment.) Length: a fixed `seq_length` (TPUs need static shapes), or None to pad to the longest sequence of
+the batch rounded up to a multiple of 8 (at most `max_seq_length`).
+
+Why not TF.Text's RoundRobinTrimmer + combine_segments: they are exact but their RaggedTensor shape checks
+add ~400 graph nodes, and in tf.data the graph runs once per batch. Here one RaggedRange lists, for every
+output token, where it comes from ([CLS], a kept token of a segment, [SEP]), so the work is proportional to
+the tokens, and RaggedTensorToTensor pads once.
 
 Shapes: segments, each RaggedTensor [B, (tokens)] -> dict of int32 [B, L]:
 input_word_ids, input_mask (1 for tokens), input_type_ids (segment index, 0 for padding).
@@ -14,28 +22,70 @@ input_word_ids, input_mask (1 for tokens), input_type_ids (segment index, 0 for 
 from __future__ import annotations
 
 import tensorflow as tf
-import tensorflow_text as tf_text
 
 TRUNCATIONS = ("round_robin", "longest_first")
+
+
+def kept_lengths(lengths, budget: int):
+    """Segment lengths [B, K] (int64) -> lengths after truncation to a total of `budget` tokens per row [B, K]."""
+    k = lengths.shape[1]
+    if k == 1:
+        return tf.minimum(lengths, budget)
+    ordered = tf.sort(lengths, axis=1)
+    before = tf.cumsum(ordered, axis=1, exclusive=True)
+    # The first n sorted segments fit whole when each later one is cut to the length of the n-th.
+    fits = before + tf.range(k, 0, -1, dtype=tf.int64) * ordered <= budget                    # [B, K]
+    n = tf.reduce_sum(tf.cast(fits, tf.int64), axis=1, keepdims=True)                        # [B, 1]
+    n_clipped = tf.minimum(n, k - 1)
+    cut = (budget - tf.gather(before, n_clipped, batch_dims=1)) // tf.maximum(k - n, 1)      # the level t
+    cut = tf.where(n >= k, tf.reduce_max(lengths, axis=1, keepdims=True), cut)               # nothing to cut
+    base = tf.minimum(lengths, cut)
+    left = budget - tf.reduce_sum(base, axis=1, keepdims=True)
+    longer = lengths > cut
+    rank = tf.cumsum(tf.cast(longer, tf.int64), axis=1, exclusive=True)
+    return base + tf.cast(longer & (rank < left), tf.int64)
 
 
 def pack_segments(segments, cls_id: int, sep_id: int, seq_length: int | None = None,
                   max_seq_length: int = 512, truncation: str = "round_robin", pad_id: int = 0) -> dict:
     if truncation not in TRUNCATIONS:
         raise ValueError(f"truncation must be one of {TRUNCATIONS}, got {truncation!r}")
+    k = len(segments)
     length = seq_length or max_seq_length
-    budget = length - len(segments) - 1                        # room left after [CLS] and one [SEP] each
+    budget = length - k - 1                                    # room left after [CLS] and one [SEP] each
     if budget < 0:
-        raise ValueError(f"seq_length {length} is shorter than the {len(segments) + 1} special tokens "
-                         f"([CLS] and a [SEP] per segment) of {len(segments)} segment(s)")
-    segments = [tf.cast(s, tf.int32).with_row_splits_dtype(tf.int64) for s in segments]
-    trimmed = tf_text.RoundRobinTrimmer(max_seq_length=budget).trim(segments)
-    ids, types = tf_text.combine_segments(trimmed, start_of_sequence_id=cls_id, end_of_segment_id=sep_id)
+        raise ValueError(f"seq_length {length} is shorter than the {k + 1} special tokens "
+                         f"([CLS] and a [SEP] per segment) of {k} segment(s)")
+    splits = [tf.cast(s.row_splits, tf.int64) for s in segments]
+    values = [tf.cast(s.flat_values, tf.int32) for s in segments]
+    sizes = [tf.size(v, out_type=tf.int64) for v in values]
+    pool = tf.concat(values + [[cls_id, sep_id]], 0)           # every token of the output comes from here
+    cls_at = tf.add_n(sizes) if sizes else tf.constant(0, tf.int64)
+    lengths = tf.stack([s[1:] - s[:-1] for s in splits], axis=1)                             # [B, K]
+    kept = kept_lengths(lengths, budget)
+    # Each row is 2K + 1 runs of the pool: [CLS], the kept head of segment 0, [SEP], segment 1, [SEP], ...
+    # One RaggedRange lists the pool index of every output token, in order.
+    one = tf.ones_like(kept[:, :1])
+    run_starts, run_lengths, run_types, base = [one * cls_at], [one], [0], 0
+    for i in range(k):
+        run_starts += [splits[i][:-1, None] + base, one * (cls_at + 1)]
+        run_lengths += [kept[:, i:i + 1], one]
+        run_types += [i, i]
+        base += sizes[i]
+    run_starts = tf.reshape(tf.concat(run_starts, 1), [-1])                                  # [B * (2K + 1)]
+    run_lengths = tf.concat(run_lengths, 1)                                                  # [B, 2K + 1]
+    source = tf.ragged.range(run_starts, run_starts + tf.reshape(run_lengths, [-1]))
+    run = tf.searchsorted(source.row_splits[1:], tf.range(tf.size(source.flat_values, out_type=tf.int64)),
+                          side="right")                        # the run of each output token
+    token_types = tf.gather(tf.tile(tf.constant(run_types, tf.int32), tf.shape(kept[:, 0])), run)
+    total = tf.reduce_sum(run_lengths, axis=1)                                               # [B]
+    row_splits = tf.concat([[0], tf.cumsum(total)], 0)
     if seq_length is None:                                     # pad to the batch's longest, a multiple of 8
-        longest = tf.cast(tf.reduce_max(tf.concat([ids.row_lengths(), [1]], 0)), tf.int32)
+        longest = tf.reduce_max(tf.concat([total, [1]], 0))
         length = tf.minimum((longest + 7) // 8 * 8, max_seq_length)
-    shape = tf.stack([ids.nrows(out_type=tf.int32), length])
-    word_ids = ids.to_tensor(default_value=pad_id, shape=shape)
-    mask = tf.ones_like(ids, dtype=tf.int32).to_tensor(default_value=0, shape=shape)
-    type_ids = tf.cast(types, tf.int32).to_tensor(default_value=0, shape=shape)
-    return {"input_word_ids": tf.cast(word_ids, tf.int32), "input_mask": mask, "input_type_ids": type_ids}
+    shape = tf.stack([tf.shape(kept, out_type=tf.int64)[0], tf.cast(length, tf.int64)])
+    dense = lambda flat, pad: tf.RaggedTensor.from_row_splits(  # noqa: E731
+        flat, row_splits, validate=False).to_tensor(default_value=pad, shape=shape)
+    mask = tf.cast(tf.range(length, dtype=tf.int64)[None, :] < total[:, None], tf.int32)
+    return {"input_word_ids": dense(tf.gather(pool, source.flat_values), pad_id), "input_mask": mask,
+            "input_type_ids": dense(token_types, 0)}

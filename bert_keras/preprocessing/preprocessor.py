@@ -8,6 +8,12 @@ Call: text [B] string (a Python list of strings is a batch too), or a tuple/list
 or array: (question, context), (sentence_a, sentence_b).
 Segments of shape [B, C] (C choices: (context [B, C], ending [B, C])) give [B, C, L] outputs.
 Returns {"input_word_ids", "input_mask", "input_type_ids"}: int32 [B, L] (see packer.py for L).
+Invalid UTF-8 never fails: each invalid byte reads as U+FFFD, which BERT's clean-up drops (so "caf\xffe" gives
+the ids of "cafe", as HF gives for the text decoded with errors="replace"), and offsets still index the
+original bytes.
+Exports: the layer holds no lookup tables (FastWordpiece's model is a graph constant), so
+`keras.export.ExportArchive().track(layer)` or `tf.saved_model.save` need nothing else, and the graph uses only
+op types of TF core and TF.Text 2.12.1 (ops.py checks), which every stock TF Serving from 2.12 links.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ class BertPreprocessor(keras.layers.Layer):
         self.tokenizer = WordpieceTokenizer(self.vocab, lower_case)
         self.cls_id, self.sep_id = self.vocab.index("[CLS]"), self.vocab.index("[SEP]")
         self.pad_id = self.vocab.index("[PAD]")
+        self.built = True                            # no weights: ready for ExportArchive.track before a call
 
     def tokenize(self, text):
         """[B] strings -> RaggedTensor [B, (tokens)] int32 ids."""

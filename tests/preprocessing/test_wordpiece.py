@@ -164,3 +164,41 @@ def test_offsets_cut_original_text_that_normalises_to_the_token(tokenizer, minil
         piece = raw[s:e].decode("utf-8")
         normal = "".join(c for c in unicodedata.normalize("NFD", piece) if unicodedata.category(c) != "Mn").lower()
         assert normal == vocab[i].removeprefix("##"), (piece, vocab[i])
+
+
+# Words around the 100-character limit, mixing 1-, 2- and 3-byte characters: the reference counts characters
+# (a 60-character word of "é" is 120 bytes and still tokenized; 101 "a" is [UNK]).
+@settings(max_examples=200, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.text(st.sampled_from("aeéßΩǅ한ﬁ"), min_size=90, max_size=110), min_size=1, max_size=4))
+def test_fuzz_words_near_the_100_character_limit(tokenizer, hf_tokenizer, words):
+    texts = [" ".join(words), "x " + "".join(words[:1]) + " y"]
+    assert _mismatches(tokenizer, hf_tokenizer, texts) == []
+
+
+def _hf_normalise(text):
+    """The reference's normaliser, spelled out (google-research / HF BertNormalizer, uncased): drop NUL, U+FFFD
+    and C* but tab/newline/CR, NFD, drop Mn, lower-case each character."""
+    kept = "".join(c for c in text if c in "\t\n\r" or not (c in "\x00\ufffd" or unicodedata.category(c)[0] == "C"))
+    stripped = "".join(c for c in unicodedata.normalize("NFD", kept) if unicodedata.category(c) != "Mn")
+    return "".join(c.lower() for c in stripped)
+
+
+def test_offsets_cut_real_text_that_normalises_to_each_token(tokenizer, minilm_vocab, shared_data):
+    """A few thousand real non-ASCII sentences (where offsets must be mapped back through normalisation) and
+    the traps: the original bytes at each token's offsets normalise to the token, ## aside."""
+    vocab = load_vocab(minilm_vocab)
+    texts = [t for pool in corpora(shared_data).values() for t in pool if not t.isascii()][:3000] + TRAPS
+    ids, starts, ends = (x.to_list() for x in tokenizer.tokenize_with_offsets(tf.constant(texts)))
+    checked = 0
+    for text, row_ids, row_starts, row_ends in zip(texts, ids, starts, ends):
+        raw = text.encode("utf-8")
+        for i, s, e in zip(row_ids, row_starts, row_ends):
+            if vocab[i] != "[UNK]":
+                piece, token = raw[s:e].decode("utf-8"), vocab[i].removeprefix("##")
+                if any(len(_hf_normalise(c)) > 1 for c in piece):   # a Hangul syllable's jamo split into
+                    assert token in _hf_normalise(piece), (text, vocab[i])   # pieces share its bytes
+                else:
+                    assert _hf_normalise(piece) == token, (text, vocab[i])
+                checked += 1
+    assert checked > 50_000
