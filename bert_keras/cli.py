@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 
@@ -115,6 +116,57 @@ def cmd_zoo_get(args) -> None:
     print(f"{args.name}: {os.path.join(folder, 'model.keras')} (vocab: {os.path.join(folder, 'vocab.txt')})")
 
 
+def cmd_finetune(args) -> None:
+    from bert_keras.data import DataFormatError
+    from bert_keras.finetune import FinetuneConfig, finetune
+    task_args = {k: getattr(args, k) for k in ("doc_stride", "max_query_length", "max_answer_length",
+                                                "null_score_diff_threshold") if getattr(args, k) is not None}
+    model = args.model or _minilm_folder()
+    config = FinetuneConfig(
+        task=args.task, model=model, out=args.out, train=args.train, eval=args.eval, data=args.data,
+        vocab=args.vocab, lower_case=None if args.cased is None else not args.cased, epochs=args.epochs,
+        batch_size=args.batch_size, learning_rate=args.learning_rate, warmup_proportion=args.warmup_proportion,
+        seq_length=args.seq_length, max_seq_length=args.max_seq_length or (384 if "squad" in args.task else 128),
+        max_train_examples=args.max_train_examples, max_eval_examples=args.max_eval_examples,
+        mixed_precision=args.mixed_precision, jit_compile=args.jit_compile,
+        steps_per_execution=args.steps_per_execution, strategy=args.strategy, tpu=args.tpu, seed=args.seed,
+        task_args=task_args, progress=not args.quiet)
+    try:
+        result = finetune(config)
+    except (FileNotFoundError, ValueError, DataFormatError) as e:
+        raise CommandError(str(e)) from None
+    print(f"final: {json.dumps(result['metrics'])}")
+    print(f"wrote {os.path.join(args.out, 'model.keras')} (the task model), metrics.json, training_curves.png, "
+          f"TensorBoard logs in {os.path.join(args.out, 'logs')}")
+
+
+def add_model_flags(p, model_help: str) -> None:
+    """--model/--vocab/--cased, the same in every subcommand that takes a model."""
+    p.add_argument("--model", help=model_help)
+    p.add_argument("--vocab", help="vocab.txt, when the model has none beside it (e.g. a preset name)")
+    p.add_argument("--cased", action="store_true", default=None,
+                   help="keep case and accents (default: read from the vocabulary)")
+
+
+def add_training_flags(p) -> None:
+    """Flags shared by finetune and pretrain."""
+    p.add_argument("--out", required=True, help="output folder (resumes there if a run was interrupted)")
+    p.add_argument("--epochs", type=float, default=3, help="epochs (default 3; fractions allowed)")
+    p.add_argument("--batch-size", type=int, default=32, help="global batch size (default 32)")
+    p.add_argument("--learning-rate", type=float, default=3e-5, help="peak learning rate (default 3e-5)")
+    p.add_argument("--warmup-proportion", type=float, default=0.1, help="linear warmup share (default 0.1)")
+    p.add_argument("--seq-length", type=int, help="fixed sequence length (TPUs); default: pad per batch")
+    p.add_argument("--max-seq-length", type=int, help="longest sequence (default 128; 384 for SQuAD)")
+    p.add_argument("--mixed-precision", choices=["mixed_bfloat16", "mixed_float16"],
+                   help="Keras mixed-precision policy (mixed_bfloat16 on TPU)")
+    p.add_argument("--jit-compile", action="store_true", help="compile the train step with XLA")
+    p.add_argument("--steps-per-execution", type=int, default=1, help="steps per TPU call (default 1)")
+    p.add_argument("--strategy", default="auto", choices=["auto", "tpu", "mirrored", "multi_worker", "cpu"])
+    p.add_argument("--tpu", help="TPU name or grpc://host:8470 (default: Colab's or $TPU_NAME)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--quiet", action="store_true", help="one line per epoch instead of a progress bar")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="bert-keras", description="BERT for Keras 3 and TensorFlow.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -138,6 +190,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--size", type=int, default=30522, help="target vocabulary size (default 30522)")
     p.add_argument("--cased", action="store_true", help="keep case and accents (default: uncased)")
     p.set_defaults(func=cmd_vocab)
+
+    p = sub.add_parser("finetune", help="fine-tune on GLUE, SQuAD, multiple choice or CoNLL data",
+                       description="Tasks: cola sst-2 mrpc qqp mnli qnli rte wnli sts-b (GLUE TSVs); squad, squad_v2 "
+                                   "(SQuAD JSON); swag (csv), openbookqa, arc, commonsenseqa (jsonl); conll2003.")
+    p.add_argument("--task", required=True, help="task name (see above)")
+    add_model_flags(p, "checkpoint folder/prefix, zoo name, .keras file or preset name "
+                       "(default: the real all-MiniLM-L6-v2 weights)")
+    p.add_argument("--data", help="folder in the task's standard layout (e.g. GLUE's train.tsv/dev.tsv)")
+    p.add_argument("--train", help="training file (overrides --data)")
+    p.add_argument("--eval", help="evaluation file (overrides --data)")
+    add_training_flags(p)
+    p.add_argument("--max-train-examples", type=int, help="use only the first N training examples")
+    p.add_argument("--max-eval-examples", type=int, help="use only the first N evaluation examples")
+    p.add_argument("--doc-stride", type=int, help="SQuAD: window stride in tokens (default 128)")
+    p.add_argument("--max-query-length", type=int, help="SQuAD: question tokens kept (default 64)")
+    p.add_argument("--max-answer-length", type=int, help="SQuAD: longest answer in tokens (default 30)")
+    p.add_argument("--null-score-diff-threshold", type=float, help="SQuAD 2.0: no-answer threshold (default 0)")
+    p.set_defaults(func=cmd_finetune)
 
     zoo = sub.add_parser("zoo", help="the released google-research checkpoints by name").add_subparsers(
         dest="zoo_command", required=True, metavar="ZOO_COMMAND")

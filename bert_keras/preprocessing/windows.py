@@ -1,0 +1,91 @@
+"""SQuAD's doc stride, in-graph: (question, context) strings -> overlapping windows over the context, each packed
+as [CLS] question [SEP] context-window [SEP], with every token's byte offsets into the context.
+
+google-research's run_squad.py rules, exactly:
+- the question keeps its first `max_query_length` tokens;
+- a window holds max_seq_length - len(question) - 3 context tokens; window k starts at k * doc_stride (the stride
+  shrinks to the window size if that is smaller), and the last window is the first that reaches the end;
+- a token seen in several windows belongs to the one where it has the most context on both sides
+  (score min(left, right) + 0.01 * window length, the first window on ties): answers may only start there.
+An empty context still gets one (empty) window, so every question has an answer slot.
+
+The same function makes training features (tf.data on the host) and runs inside the exported SavedModel.
+
+Shapes: questions, contexts [B] strings -> dict with W windows (W >= B), L the packed length:
+  input_word_ids, input_mask, input_type_ids  int32 [W, L]
+  example_index     int32 [W]     which question each window belongs to
+  token_start, token_end int64 [W, L]  [start, end) bytes of the token in its context; -1 off the context
+  max_context       bool  [W, L]  the token's best window is this one (False off the context)
+With answer byte spans (answer_start, answer_end [B], -1 for none) it also returns start_positions,
+end_positions int32 [W]: the answer's first and last token in the window, 0 ([CLS]) when the window does not
+hold the whole answer, as google-research trains.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+
+def squad_windows(preprocessor, questions, contexts, doc_stride: int = 128, max_query_length: int = 64,
+                  answer_start=None, answer_end=None) -> dict:
+    seq_length = preprocessor.seq_length or preprocessor.max_seq_length
+    question_ids = preprocessor.tokenize(questions)[:, :max_query_length]               # [B, (q)]
+    ids, starts, ends = preprocessor.tokenize_with_offsets(contexts)                    # [B, (c)]
+    q_len = question_ids.row_lengths()
+    c_len = ids.row_lengths()
+    room = tf.maximum(seq_length - q_len - 3, 1)                                        # context tokens a window holds
+    stride = tf.minimum(room, doc_stride)
+    extra = tf.maximum(c_len - room, 0)
+    num_windows = 1 + (extra + stride - 1) // stride                                    # [B]
+    example = tf.repeat(tf.range(tf.size(c_len, out_type=tf.int64)), num_windows)        # [W]
+    k = tf.ragged.range(num_windows).flat_values                                        # window number in its example
+    w_start = k * tf.gather(stride, example)                                            # [W] first context token
+    w_len = tf.minimum(tf.gather(c_len, example) - w_start, tf.gather(room, example))   # [W]
+
+    flat_start = tf.gather(ids.row_splits, example) + w_start
+    where = tf.ragged.range(flat_start, flat_start + w_len)                             # [W, (window)] flat indices
+    window_ids = tf.gather(ids.flat_values, where)
+    packed = preprocessor.pack([tf.gather(question_ids, example), window_ids])
+    shape = tf.shape(packed["input_word_ids"], out_type=tf.int64)
+    length = tf.cast(shape[1], tf.int32)
+
+    # Max-context rule: score each (window, token); the best window of a token is the first with the top score.
+    position = tf.ragged.range(w_len) + tf.expand_dims(w_start, 1)                      # context position
+    score = (tf.cast(tf.minimum(position - tf.expand_dims(w_start, 1),
+                                tf.expand_dims(w_start + w_len - 1, 1) - position), tf.float64)
+             + 0.01 * tf.cast(tf.expand_dims(w_len, 1), tf.float64)
+             - 1e-6 * tf.cast(tf.expand_dims(k, 1), tf.float64))                        # earlier window wins ties
+    best = tf.math.unsorted_segment_max(score.flat_values, where.flat_values, tf.size(ids.flat_values))
+    is_best = tf.equal(score, tf.ragged.map_flat_values(tf.gather, best, where))
+
+    offset = 2 + tf.gather(q_len, example)                                              # [CLS] question [SEP]
+
+    def place(values, fill):                                                            # [W, (window)] -> [W, L]
+        before = tf.RaggedTensor.from_row_lengths(tf.fill([tf.reduce_sum(offset)], fill), offset)
+        return tf.concat([tf.cast(before, values.dtype), values], 1).to_tensor(fill, shape=shape)
+
+    out = dict(packed, example_index=tf.cast(example, tf.int32),
+               token_start=place(tf.gather(starts.flat_values, where), tf.constant(-1, tf.int64)),
+               token_end=place(tf.gather(ends.flat_values, where), tf.constant(-1, tf.int64)),
+               max_context=place(is_best, False))
+    if answer_start is not None:
+        a_start = tf.gather(tf.cast(answer_start, tf.int64), example)[:, None]
+        a_end = tf.gather(tf.cast(answer_end, tf.int64), example)[:, None]
+        tok_start, tok_end = out["token_start"], out["token_end"]
+        in_context = tok_start >= 0
+        # google-research: first token ending after the answer start, last token starting before its end.
+        first = tf.argmax(tf.cast(in_context & (tok_end > a_start), tf.int32), axis=1, output_type=tf.int32)
+        last_mask = in_context & (tok_start < a_end)
+        last = length - 1 - tf.argmax(tf.cast(tf.reverse(last_mask, [1]), tf.int32), axis=1, output_type=tf.int32)
+        window_first = tf.cast(offset, tf.int32)
+        window_last = window_first + tf.cast(w_len, tf.int32) - 1
+        # The whole answer must lie in the window: it starts at/after its first token and ends at/before its last.
+        inside = ((a_start[:, 0] >= 0)
+                  & (tf.gather_nd(tok_start, tf.stack([tf.range(tf.size(example)), window_first], 1),
+                                  ) <= a_start[:, 0])
+                  & (w_len > 0)
+                  & (tf.gather_nd(tok_end, tf.stack([tf.range(tf.size(example)), tf.maximum(window_last, 0)], 1))
+                     >= a_end[:, 0]))
+        out["start_positions"] = tf.where(inside, first, 0)
+        out["end_positions"] = tf.where(inside, last, 0)
+    return out

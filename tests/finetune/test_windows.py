@@ -1,0 +1,86 @@
+"""SQuAD doc-stride windows against google-research run_squad.py's own rules (transcribed below), on HF tokens."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_keras.data import read_squad
+from bert_keras.finetune.squad import answer_bytes
+from bert_keras.preprocessing import BertPreprocessor
+from bert_keras.preprocessing.windows import squad_windows
+
+
+def google_doc_spans(num_tokens, max_tokens_for_doc, doc_stride):
+    """run_squad.py convert_examples_to_features, verbatim logic."""
+    spans, start = [], 0
+    while start < num_tokens:
+        length = min(num_tokens - start, max_tokens_for_doc)
+        spans.append((start, length))
+        if start + length == num_tokens:
+            break
+        start += min(length, doc_stride)
+    return spans
+
+
+def google_is_max_context(spans, cur, position):
+    """run_squad.py _check_is_max_context, verbatim logic."""
+    best_score, best = None, None
+    for index, (start, length) in enumerate(spans):
+        end = start + length - 1
+        if position < start or position > end:
+            continue
+        score = min(position - start, end - position) + 0.01 * length
+        if best_score is None or score > best_score:
+            best_score, best = score, index
+    return cur == best
+
+
+def byte_offsets(text, char_offsets):
+    prefix = np.cumsum([0] + [len(c.encode("utf-8")) for c in text])
+    return [(int(prefix[s]), int(prefix[e])) for s, e in char_offsets]
+
+
+@pytest.mark.parametrize("seq_length,doc_stride,max_query", [(64, 16, 12), (96, 40, 64), (384, 128, 64)])
+def test_windows_match_google_research(minilm_vocab, hf_tokenizer, shared_data, seq_length, doc_stride, max_query):
+    examples = read_squad(shared_data / "squad" / "train-split-v1.1.json")[::97][:40]
+    pre = BertPreprocessor(minilm_vocab, seq_length=seq_length, max_seq_length=seq_length)
+    spans = np.array([answer_bytes(e) for e in examples])
+    out = squad_windows(pre, tf.constant([e.question for e in examples]), tf.constant([e.context for e in examples]),
+                        doc_stride, max_query, spans[:, 0], spans[:, 1])
+    out = {k: v.numpy() for k, v in out.items()}
+    w = 0
+    multi = 0
+    for i, e in enumerate(examples):
+        query = hf_tokenizer.encode(e.question, add_special_tokens=False).ids[:max_query]
+        enc = hf_tokenizer.encode(e.context, add_special_tokens=False)
+        offsets = byte_offsets(e.context, enc.offsets)
+        doc_spans = google_doc_spans(len(enc.ids), seq_length - len(query) - 3, doc_stride)
+        multi += len(doc_spans) > 1
+        a_start, a_end = spans[i]
+        tok_start = next(t for t, (s, end) in enumerate(offsets) if end > a_start)
+        tok_end = max(t for t, (s, end) in enumerate(offsets) if s < a_end)
+        for index, (start, length) in enumerate(doc_spans):
+            assert out["example_index"][w] == i
+            want = [101] + query + [102] + enc.ids[start:start + length] + [102]
+            got = out["input_word_ids"][w]
+            assert got[:len(want)].tolist() == want and not got[len(want):].any()
+            context_at = len(query) + 2
+            for j in range(length):
+                assert (out["token_start"][w, context_at + j], out["token_end"][w, context_at + j]) == \
+                    offsets[start + j]
+                assert out["max_context"][w, context_at + j] == google_is_max_context(doc_spans, index, start + j)
+            assert not out["max_context"][w, :context_at].any() and (out["token_start"][w, :context_at] == -1).all()
+            inside = start <= tok_start and tok_end <= start + length - 1
+            want_positions = (tok_start - start + context_at, tok_end - start + context_at) if inside else (0, 0)
+            assert (out["start_positions"][w], out["end_positions"][w]) == want_positions
+            w += 1
+    assert w == len(out["example_index"])
+    if seq_length < 384:
+        assert multi > len(examples) // 2          # the test does exercise the stride
+
+
+def test_empty_and_tiny_contexts_get_one_window(minilm_vocab):
+    pre = BertPreprocessor(minilm_vocab, seq_length=32, max_seq_length=32)
+    out = squad_windows(pre, tf.constant(["who?", "what is it?"]), tf.constant(["", "It."]))
+    assert out["example_index"].numpy().tolist() == [0, 1]
+    assert out["max_context"].numpy().sum(1).tolist() == [0, 2]
