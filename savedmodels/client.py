@@ -72,14 +72,15 @@ class ServingClient:
         return [r.value for r in self.stub.Regress(request, timeout=self.timeout).result.regressions]
 
     def metadata(self) -> dict:
-        """{signature key: SignatureDef} as the server reports them."""
+        """{signature key: SignatureDef} of the callable signatures (the server also lists the SavedModel's internal
+        `__saved_model_init_op`, which is dropped here)."""
         request = get_model_metadata_pb2.GetModelMetadataRequest()
         self._spec(request.model_spec, "")
         request.metadata_field.append("signature_def")
         response = self.stub.GetModelMetadata(request, timeout=self.timeout)
         signatures = get_model_metadata_pb2.SignatureDefMap()
         response.metadata["signature_def"].Unpack(signatures)
-        return dict(signatures.signature_def)
+        return {k: v for k, v in signatures.signature_def.items() if not k.startswith("__")}
 
     def close(self):
         self.channel.close()

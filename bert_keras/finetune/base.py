@@ -33,6 +33,10 @@ class Task:
         """Predict `examples` and score them with the task's official metric."""
         raise NotImplementedError
 
+    def export_args(self) -> dict:
+        """What an export of the trained model must know besides the model (written to task.json)."""
+        return {}
+
 
 def batched_texts(columns: tuple, labels, batch_size: int, training: bool, seed: int, preprocessor,
                   shuffle_buffer: int = 10_000) -> tf.data.Dataset:

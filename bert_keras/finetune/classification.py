@@ -27,7 +27,11 @@ class ClassificationTask(Task):
 
     def read(self, path):
         examples, self.label_names = read_glue(self.name, path)
+        self.segments = 1 if not examples or examples[0].text_b is None else 2
         return examples
+
+    def export_args(self):
+        return {"segments": self.segments}
 
     def build_model(self, encoder, examples):
         if self.regression:

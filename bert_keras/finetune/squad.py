@@ -94,6 +94,11 @@ class SquadTask(Task):
     def build_model(self, encoder, examples):
         return BertSpanLabeler(encoder)
 
+    def export_args(self):
+        return {"doc_stride": self.doc_stride, "max_query_length": self.max_query_length,
+                "n_best_size": self.n_best_size, "max_answer_length": self.max_answer_length,
+                "version_2": self.version_2, "null_score_diff_threshold": self.threshold}
+
     def dataset(self, examples, preprocessor, batch_size, training, seed=0):
         spans = np.array([answer_bytes(e) for e in examples], "int64").reshape(-1, 2)
         ds = tf.data.Dataset.from_tensor_slices(([e.question for e in examples], [e.context for e in examples],

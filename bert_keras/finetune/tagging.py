@@ -62,6 +62,9 @@ class TaggingTask(Task):
     def build_model(self, encoder, examples):
         return BertTagger(encoder, num_labels=len(self.labels))
 
+    def export_args(self):
+        return {"labels": self.labels}
+
     def _batches(self, examples, preprocessor, batch_size, training, seed):
         words = tf.ragged.constant([list(e.tokens) for e in examples], tf.string)
         tags = tf.ragged.constant([[self.labels.index(t) for t in e.tags] for e in examples], tf.int32)

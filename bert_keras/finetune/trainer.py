@@ -5,6 +5,7 @@ batch 32, 3 epochs, dropout 0.1). Under a tf.distribute strategy (TPU: preproces
 The output folder holds, when it finishes:
   model.keras         the task model (ids in), `keras.models.load_model` reopens it
   vocab.txt, preprocessing.json   what BertPreprocessor needs to feed it raw text (casing, lengths)
+  task.json           the task and what its export needs (segments, SQuAD's stride and answer rules)
   metrics.json        the official metric after each epoch, and the final one
   logs/               TensorBoard (per-step loss and learning rate, per-epoch metric)
   training_curves.png loss per step and the metric per epoch
@@ -201,13 +202,14 @@ def finetune(config: FinetuneConfig) -> dict:
               callbacks=callbacks, verbose=1 if config.progress else 2)
     history = evaluator.history if evaluator else []
     final = history[-1] if history else {}
-    _save(model, preprocessor, config, {"task": config.task, "train": train_file, "eval": eval_file,
+    task_info = {"task": task.name, **task.export_args()}
+    _save(model, preprocessor, config, task_info, {"task": config.task, "train": train_file, "eval": eval_file,
                                         "train_examples": len(train), "eval_examples": len(evaluation),
                                         "steps": total_steps, "final": final, "history": history})
     return {"metrics": final, "history": history, "loss": fit.history.get("loss", []), "out": config.out}
 
 
-def _save(model, preprocessor, config, metrics):
+def _save(model, preprocessor, config, task_info, metrics):
     out = config.out
     with atomic_file(os.path.join(out, "model.keras")) as tmp:
         model.save(tmp)
@@ -215,6 +217,6 @@ def _save(model, preprocessor, config, metrics):
         f.write("\n".join(preprocessor.vocab) + "\n")
     preprocessing = {k: v for k, v in preprocessor.get_config().items()
                      if k in ("lower_case", "seq_length", "max_seq_length", "truncation")}
-    for name, value in (("preprocessing.json", preprocessing), ("metrics.json", metrics)):
+    for name, value in (("preprocessing.json", preprocessing), ("task.json", task_info), ("metrics.json", metrics)):
         with atomic_file(os.path.join(out, name)) as tmp, open(tmp, "w", encoding="utf-8") as f:
             json.dump(value, f, indent=1)

@@ -47,7 +47,8 @@ print((logits.argmax(-1) == np.array([e.label for e in examples])).mean())
 
 @pytest.mark.parametrize("task,data,chance", [
     ("squad", ["--train", "squad/train-split-v1.1.json", "--eval", "squad/train-split-v1.1.json"], 5.0),
-    ("openbookqa", ["--train", "openbookqa/dev.jsonl", "--eval", "openbookqa/dev.jsonl"], 0.25),
+    # 4-way softmax: chance is 0.25; the loss leaves log(4) slowly while accuracy on the slice climbs fast.
+    ("openbookqa", ["--train", "openbookqa/dev.jsonl", "--eval", "openbookqa/dev.jsonl"], 0.5),
     ("conll2003", ["--train", "conll2003/valid.txt", "--eval", "conll2003/valid.txt"], 0.0),
 ])
 def test_tiny_model_fits_each_task_kind(minilm_vocab, shared_data, tmp_path, capsys, task, data, chance):
@@ -57,7 +58,7 @@ def test_tiny_model_fits_each_task_kind(minilm_vocab, shared_data, tmp_path, cap
                                      epochs=5, batch_size=16, learning_rate=2e-3, max_train_examples=64,
                                      max_eval_examples=64, max_seq_length=128, progress=False, **paths))
     loss = result["loss"]
-    assert loss[-1] < 0.8 * loss[0], loss
+    assert loss[-1] < 0.9 * loss[0], loss
     assert result["metrics"][FINAL[task]] > chance
 
 

@@ -1,0 +1,132 @@
+"""Write a trained task model as a TF Serving model: `<base>/<name>/<version>/` plus `<base>/<name>/model.keras`.
+
+    export_task_model(model, preprocessor, "serving", "sst2", task_info={"segments": 1})
+
+- The version folder is written under a temporary name and renamed into place, so TF Serving (which polls the
+  base path) never loads a half-written version.
+- Signatures: signatures.py, by the model's class (BertClassifier -> serving_default/classify or regress/from_ids;
+  BertSpanLabeler -> question+context answers; BertMultipleChoice; BertTagger). Classify/Regress carry TF Serving's
+  method names (method_names.py).
+- assets.extra/tf_serving_warmup_requests: one real PredictRequest per signature with text inputs, which TF Serving
+  replays at load so the first user request does not pay for tracing.
+- The op check (ops.py) runs on the written graph: an op outside TF core + the TF.Text of the oldest stock server
+  we support is an error before the version is published.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+
+import tensorflow as tf
+
+from bert_keras.atomic import atomic_file
+from savedmodels import signatures as sig
+from savedmodels.method_names import set_method_names
+from savedmodels.ops import MIN_TF_SERVING, saved_model_op_types, unsupported_ops
+
+
+def task_signatures(model, preprocessor, task_info: dict | None = None) -> list:
+    from bert_keras.tasks import BertClassifier, BertMultipleChoice, BertSpanLabeler, BertTagger
+    info = dict(task_info or {})
+    if isinstance(model, BertClassifier):
+        return sig.classification(model, preprocessor, info.get("segments", 1))
+    if isinstance(model, BertSpanLabeler):
+        keys = ("doc_stride", "max_query_length", "n_best_size", "max_answer_length", "version_2",
+                "null_score_diff_threshold")
+        return sig.span(model, preprocessor, **{k: info[k] for k in keys if k in info})
+    if isinstance(model, BertMultipleChoice):
+        return sig.multiple_choice(model, preprocessor)
+    if isinstance(model, BertTagger):
+        from bert_keras.data import CONLL2003_LABELS
+        return sig.tagging(model, preprocessor, info.get("labels", CONLL2003_LABELS))
+    raise TypeError(f"cannot export {type(model).__name__}: expected a bert_keras task model "
+                    "(BertClassifier, BertSpanLabeler, BertMultipleChoice, BertTagger)")
+
+
+def next_version(model_dir: str) -> int:
+    versions = [int(v) for v in os.listdir(model_dir) if v.isdigit()] if os.path.isdir(model_dir) else []
+    return max(versions, default=0) + 1
+
+
+def _warmup_records(path: str, model_name: str, signatures: list) -> None:
+    from tensorflow_serving.apis import model_pb2, predict_pb2, prediction_log_pb2
+    with tf.io.TFRecordWriter(path) as writer:
+        for s in signatures:
+            if not s.warmup:
+                continue
+            request = predict_pb2.PredictRequest(model_spec=model_pb2.ModelSpec(name=model_name,
+                                                                                  signature_name=s.name))
+            for key, value in s.warmup.items():
+                request.inputs[key].CopyFrom(tf.make_tensor_proto(value, dtype=tf.string))
+            log = prediction_log_pb2.PredictionLog(predict_log=prediction_log_pb2.PredictLog(request=request))
+            writer.write(log.SerializeToString())
+
+
+def export_task_model(model, preprocessor, base_path: str, model_name: str, version: int | None = None,
+                      task_info: dict | None = None, keras_file: bool = True) -> str:
+    """Writes the version folder (and model.keras beside it); returns the version folder's path."""
+    model_dir = os.path.join(base_path, model_name)
+    os.makedirs(model_dir, exist_ok=True)
+    version = version or next_version(model_dir)
+    final = os.path.join(model_dir, str(version))
+    if os.path.exists(final):
+        raise FileExistsError(f"{final} exists: TF Serving versions are immutable, choose another --version")
+    signatures = task_signatures(model, preprocessor, task_info)
+    module = tf.Module()
+    module.model, module.preprocessor = model, preprocessor
+    functions = {s.name: tf.function(s.function, input_signature=s.specs).get_concrete_function()
+                 for s in signatures}
+    tmp = tempfile.mkdtemp(prefix=f".{version}.partial-", dir=model_dir)     # not numeric: TF Serving skips it
+    try:
+        tf.saved_model.save(module, tmp, signatures=functions)
+        methods = {s.name: s.method for s in signatures if s.method != sig.PREDICT}
+        if methods:
+            set_method_names(tmp, methods)
+        os.makedirs(os.path.join(tmp, "assets.extra"), exist_ok=True)
+        _warmup_records(os.path.join(tmp, "assets.extra", "tf_serving_warmup_requests"), model_name, signatures)
+        bad = unsupported_ops(saved_model_op_types(tmp))
+        if bad:
+            raise RuntimeError(f"the export uses op types the stock TF Serving {MIN_TF_SERVING} does not register: "
+                               f"{sorted(bad)}")
+        os.rename(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    if keras_file:
+        with atomic_file(os.path.join(model_dir, "model.keras")) as path:
+            model.save(path)
+    return final
+
+
+def write_models_config(base_path: str, model_names: list[str], container_base: str = "/models") -> str:
+    """`models.config` for `tensorflow_model_server --model_config_file`, serving several models at once."""
+    entries = "".join(f"  config {{\n    name: '{name}'\n    base_path: '{container_base}/{name}'\n"
+                      f"    model_platform: 'tensorflow'\n  }}\n" for name in model_names)
+    path = os.path.join(base_path, "models.config")
+    with atomic_file(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
+        f.write("model_config_list {\n" + entries + "}\n")
+    return path
+
+
+def load_trained(folder: str):
+    """(task model, preprocessor, task_info) from a `bert-keras finetune --out` folder."""
+    import json
+
+    import keras
+
+    import bert_keras  # noqa: F401  (registers the classes for load_model)
+    from bert_keras.preprocessing import BertPreprocessor
+    missing = [f for f in ("model.keras", "vocab.txt", "preprocessing.json") if not os.path.exists(
+        os.path.join(folder, f))]
+    if missing:
+        raise FileNotFoundError(f"{folder} is not a `bert-keras finetune` output folder: missing {', '.join(missing)}")
+    model = keras.models.load_model(os.path.join(folder, "model.keras"))
+    with open(os.path.join(folder, "preprocessing.json"), encoding="utf-8") as f:
+        preprocessor = BertPreprocessor(os.path.join(folder, "vocab.txt"), **json.load(f))
+    info = {}
+    if os.path.exists(os.path.join(folder, "task.json")):
+        with open(os.path.join(folder, "task.json"), encoding="utf-8") as f:
+            info = json.load(f)
+    return model, preprocessor, info
