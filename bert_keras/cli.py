@@ -148,6 +148,45 @@ def cmd_finetune(args) -> None:
           f"TensorBoard logs in {os.path.join(args.out, 'logs')}")
 
 
+def cmd_pretraining_data(args) -> None:
+    from bert_keras.preprocessing import BertPreprocessor
+    from bert_keras.pretraining import MaskingConfig, create_pretraining_data
+    if not os.path.exists(args.vocab):
+        raise CommandError(f"no such file: {args.vocab}")
+    config = MaskingConfig(max_seq_length=args.max_seq_length, max_predictions_per_seq=args.max_predictions_per_seq,
+                           masked_lm_prob=args.masked_lm_prob, short_seq_prob=args.short_seq_prob,
+                           dupe_factor=args.dupe_factor, whole_word_mask=args.whole_word_mask)
+    try:
+        pre = BertPreprocessor(args.vocab, **({} if args.cased is None else {"lower_case": not args.cased}))
+        result = create_pretraining_data(args.inputs, pre, args.out, args.shards, config, args.seed)
+    except (FileNotFoundError, ValueError) as e:
+        raise CommandError(str(e)) from None
+    print(f"{result['documents']:,} documents, {result['sentences']:,} sentences -> {result['instances']:,} "
+          f"instances in {len(result['files'])} file(s): {', '.join(result['files'])}")
+
+
+def cmd_pretrain(args) -> None:
+    from bert_keras.pretraining import PretrainConfig, pretrain
+    config = PretrainConfig(
+        model=args.model or "bert_base", out=args.out, records=args.records, text=args.text, vocab=args.vocab,
+        lower_case=None if args.cased is None else not args.cased, max_seq_length=args.max_seq_length or 128,
+        max_predictions_per_seq=args.max_predictions_per_seq, nsp=not args.no_nsp and not args.text,
+        train_steps=args.train_steps, save_every=args.save_every, batch_size=args.batch_size,
+        learning_rate=args.learning_rate, warmup_steps=args.warmup_steps, optimizer=args.optimizer,
+        mixed_precision=args.mixed_precision, jit_compile=args.jit_compile,
+        steps_per_execution=args.steps_per_execution, strategy=args.strategy, tpu=args.tpu, seed=args.seed,
+        progress=not args.quiet)
+    try:
+        result = pretrain(config)
+    except (FileNotFoundError, ValueError, RuntimeError) as e:
+        raise CommandError(str(e)) from None
+    last = result["history"][-1] if result["history"] else {}
+    print(f"strategy: {args.strategy}, replicas: {result['replicas']}")
+    print(f"step {result['step']}: {json.dumps({k: round(v, 4) for k, v in last.items()})}")
+    print(f"wrote {os.path.join(args.out, 'encoder.keras')} (for finetune --model), pretrainer.keras, "
+          f"tf1_checkpoint/ (with the cls/ heads), training_curves.png, logs/")
+
+
 def cmd_export(args) -> None:
     from savedmodels.export import export_task_model, load_trained, write_models_config
     try:
@@ -218,14 +257,12 @@ def add_model_flags(p, model_help: str) -> None:
                    help="keep case and accents (default: read from the vocabulary)")
 
 
-def add_training_flags(p) -> None:
+def add_training_flags(p, learning_rate: float) -> None:
     """Flags shared by finetune and pretrain."""
     p.add_argument("--out", required=True, help="output folder (resumes there if a run was interrupted)")
-    p.add_argument("--epochs", type=float, default=3, help="epochs (default 3; fractions allowed)")
     p.add_argument("--batch-size", type=int, default=32, help="global batch size (default 32)")
-    p.add_argument("--learning-rate", type=float, default=3e-5, help="peak learning rate (default 3e-5)")
-    p.add_argument("--warmup-proportion", type=float, default=0.1, help="linear warmup share (default 0.1)")
-    p.add_argument("--seq-length", type=int, help="fixed sequence length (TPUs); default: pad per batch")
+    p.add_argument("--learning-rate", type=float, default=learning_rate,
+                   help=f"peak learning rate (default {learning_rate:g})")
     p.add_argument("--max-seq-length", type=int, help="longest sequence (default 128; 384 for SQuAD)")
     p.add_argument("--mixed-precision", choices=["mixed_bfloat16", "mixed_float16"],
                    help="Keras mixed-precision policy (mixed_bfloat16 on TPU)")
@@ -278,7 +315,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data", help="folder in the task's standard layout (e.g. GLUE's train.tsv/dev.tsv)")
     p.add_argument("--train", help="training file (overrides --data)")
     p.add_argument("--eval", help="evaluation file (overrides --data)")
-    add_training_flags(p)
+    add_training_flags(p, learning_rate=3e-5)
+    p.add_argument("--epochs", type=float, default=3, help="epochs (default 3; fractions allowed)")
+    p.add_argument("--warmup-proportion", type=float, default=0.1, help="linear warmup share (default 0.1)")
+    p.add_argument("--seq-length", type=int, help="fixed sequence length (TPUs); default: pad per batch")
     p.add_argument("--max-train-examples", type=int, help="use only the first N training examples")
     p.add_argument("--max-eval-examples", type=int, help="use only the first N evaluation examples")
     p.add_argument("--doc-stride", type=int, help="SQuAD: window stride in tokens (default 128)")
@@ -286,6 +326,36 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-answer-length", type=int, help="SQuAD: longest answer in tokens (default 30)")
     p.add_argument("--null-score-diff-threshold", type=float, help="SQuAD 2.0: no-answer threshold (default 0)")
     p.set_defaults(func=cmd_finetune)
+
+    p = sub.add_parser("pretraining-data", help="text files -> pretraining TFRecords (google-research's format)",
+                       description="Input: one sentence per line, a blank line between documents. Output: "
+                                   "OUT-0000i-of-0000n.tfrecord shards with google-research's features.")
+    p.add_argument("inputs", nargs="+", help="text files")
+    p.add_argument("--out", required=True, help="output prefix, e.g. data/wiki (shards: data/wiki-00000-of-00004...)")
+    p.add_argument("--vocab", required=True, help="vocab.txt")
+    p.add_argument("--cased", action="store_true", default=None, help="keep case (default: from the vocabulary)")
+    p.add_argument("--shards", type=int, default=1)
+    p.add_argument("--max-seq-length", type=int, default=128)
+    p.add_argument("--max-predictions-per-seq", type=int, default=20)
+    p.add_argument("--masked-lm-prob", type=float, default=0.15)
+    p.add_argument("--short-seq-prob", type=float, default=0.1)
+    p.add_argument("--dupe-factor", type=int, default=10, help="passes over the data with different masks")
+    p.add_argument("--whole-word-mask", action="store_true")
+    p.add_argument("--seed", type=int, default=12345)
+    p.set_defaults(func=cmd_pretraining_data)
+
+    p = sub.add_parser("pretrain", help="pretrain with masked LM (+ next sentence) from records or raw text")
+    add_model_flags(p, "preset name (from scratch; needs --vocab), checkpoint folder or .keras file")
+    p.add_argument("--records", help="pretraining TFRecords: comma-separated globs or folders")
+    p.add_argument("--text", help="or: text files (comma-separated) for dynamic masking, MLM only")
+    add_training_flags(p, learning_rate=1e-4)
+    p.add_argument("--max-predictions-per-seq", type=int, default=20)
+    p.add_argument("--no-nsp", action="store_true", help="masked LM only (records' NSP labels ignored)")
+    p.add_argument("--train-steps", type=int, default=1000)
+    p.add_argument("--save-every", type=int, default=100, help="checkpoint interval in steps (default 100)")
+    p.add_argument("--warmup-steps", type=int, default=100)
+    p.add_argument("--optimizer", choices=["adamw", "lamb"], default="adamw", help="lamb for large batches")
+    p.set_defaults(func=cmd_pretrain)
 
     p = sub.add_parser("export", help="write a fine-tuned model as a TF Serving SavedModel (raw-text signatures)")
     p.add_argument("--model", required=True, help="a `bert-keras finetune --out` folder")

@@ -137,8 +137,9 @@ class TrainingCurves(keras.callbacks.Callback):
             self.losses.append((self.step, float(logs["loss"])))
 
     def on_epoch_end(self, epoch, logs=None):
-        if self.metric and logs and f"eval_{self.metric}" in logs:
-            self.epochs.append((self.step, float(logs[f"eval_{self.metric}"])))
+        value = (logs or {}).get(f"eval_{self.metric}", (logs or {}).get(self.metric)) if self.metric else None
+        if value is not None:                       # the evaluation metric, else the training one (pretraining)
+            self.epochs.append((self.step, float(value)))
         self.draw()
 
     def draw(self):

@@ -30,6 +30,25 @@ class TaskModel(keras.Model):
     def get_config(self):
         return {"encoder": keras.saving.serialize_keras_object(self.encoder), **self._task_args, "name": self.name}
 
+    def get_metrics_result(self):
+        results = super().get_metrics_result()
+        # tensorflow/tensorflow#72388: under MultiWorkerMirroredStrategy Keras 3 averages each step's logs across
+        # workers with strategy.reduce("MEAN", v, axis=0), which fails on scalars; shape [1] averages the same.
+        import tensorflow as tf
+        if (isinstance(tf.distribute.get_strategy(), tf.distribute.MultiWorkerMirroredStrategy)
+                and not tf.distribute.in_cross_replica_context()):
+            results = {k: keras.ops.reshape(v, (1,)) for k, v in results.items()}
+        return results
+
+    def _maybe_symbolic_build(self, iterator=None, data_batch=None):
+        # keras-team/keras#20329: under MultiWorkerMirroredStrategy, fit() first reduces a dict batch with
+        # strategy.reduce, which fails on nested inputs. When the model, its optimizer and its compiled loss and
+        # metrics are already built there is nothing to build, so the reduce is skipped.
+        built = (all(layer.built for layer in self._flatten_layers()) and self.optimizer is not None
+                 and self.optimizer.built and self._compile_loss is None and self._compile_metrics is None)
+        if not built:
+            super()._maybe_symbolic_build(iterator=iterator, data_batch=data_batch)
+
     @classmethod
     def from_preset(cls, name: str, progress: bool = True, **task_args):
         """The task model on a released checkpoint (a zoo name, an archive or a checkpoint folder), e.g.

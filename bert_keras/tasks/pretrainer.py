@@ -60,6 +60,29 @@ class BertPretrainer(TaskModel):
         super().__init__(inputs, {"mlm_logits": mlm(outputs["sequence_output"], inputs["masked_lm_positions"]),
                                   "nsp_logits": nsp(outputs["pooled_output"])}, encoder, name=name)
         self.mlm_head, self.nsp_head = mlm, nsp
+        self.mlm_accuracy = keras.metrics.Mean(name="mlm_accuracy")
+        self.nsp_accuracy = keras.metrics.Mean(name="nsp_accuracy")
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        """`model.fit` on y = {masked_lm_ids [B, P], masked_lm_weights [B, P], next_sentence_labels [B] (absent
+        for MLM-only)}: google-research's loss, scaled by 1/replicas as Keras scales compiled losses (gradients
+        are summed across replicas)."""
+        import tensorflow as tf
+        nsp = "next_sentence_labels" in y
+        loss = pretraining_loss(y_pred["mlm_logits"], y["masked_lm_ids"], y["masked_lm_weights"],
+                                y_pred["nsp_logits"] if nsp else None, y.get("next_sentence_labels"))
+        return loss / tf.distribute.get_strategy().num_replicas_in_sync
+
+    def compute_metrics(self, x, y, y_pred, sample_weight=None):
+        """MLM accuracy over real predictions (weight 1) and NSP accuracy."""
+        hit = ops.equal(ops.cast(ops.argmax(y_pred["mlm_logits"], -1), "int32"),
+                        ops.cast(y["masked_lm_ids"], "int32"))
+        self.mlm_accuracy.update_state(ops.cast(hit, "float32"), sample_weight=y["masked_lm_weights"])
+        if "next_sentence_labels" in y:
+            nsp_hit = ops.equal(ops.cast(ops.argmax(y_pred["nsp_logits"], -1), "int32"),
+                                ops.cast(ops.reshape(y["next_sentence_labels"], (-1,)), "int32"))
+            self.nsp_accuracy.update_state(ops.cast(nsp_hit, "float32"))
+        return self.get_metrics_result()
 
     def head_variables(self) -> dict:
         """{google-research name: variable} of the two heads (the encoder's own are in checkpoints/names.py)."""

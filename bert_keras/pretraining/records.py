@@ -1,0 +1,90 @@
+"""Pretraining TFRecords in google-research/bert's format, written and read.
+
+Features (all fixed length; int64 unless noted), exactly run_pretraining.py's `name_to_features`:
+  input_ids, input_mask, segment_ids        [max_seq_length]          0-padded
+  masked_lm_positions, masked_lm_ids        [max_predictions_per_seq] 0-padded
+  masked_lm_weights                         [max_predictions_per_seq] float32, 1.0 real / 0.0 padding
+  next_sentence_labels                      [1]                       1 = B is a random next sentence
+Instances go round-robin over the output shards, as google-research writes them; each shard is written to a
+temporary name and renamed, so a reader never sees a partial file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+
+import tensorflow as tf
+
+from bert_keras.atomic import atomic_file
+
+
+def feature_spec(max_seq_length: int, max_predictions_per_seq: int) -> dict:
+    int_seq = tf.io.FixedLenFeature([max_seq_length], tf.int64)
+    int_pred = tf.io.FixedLenFeature([max_predictions_per_seq], tf.int64)
+    return {"input_ids": int_seq, "input_mask": int_seq, "segment_ids": int_seq,
+            "masked_lm_positions": int_pred, "masked_lm_ids": int_pred,
+            "masked_lm_weights": tf.io.FixedLenFeature([max_predictions_per_seq], tf.float32),
+            "next_sentence_labels": tf.io.FixedLenFeature([1], tf.int64)}
+
+
+def _pad(values, length, value=0):
+    return list(values) + [value] * (length - len(values))
+
+
+def serialize(instance, max_seq_length: int, max_predictions_per_seq: int) -> bytes:
+    def ints(v):
+        return tf.train.Feature(int64_list=tf.train.Int64List(value=v))
+    n = len(instance.masked_lm_positions)
+    features = {
+        "input_ids": ints(_pad(instance.ids, max_seq_length)),
+        "input_mask": ints(_pad([1] * len(instance.ids), max_seq_length)),
+        "segment_ids": ints(_pad(instance.segment_ids, max_seq_length)),
+        "masked_lm_positions": ints(_pad(instance.masked_lm_positions, max_predictions_per_seq)),
+        "masked_lm_ids": ints(_pad(instance.masked_lm_ids, max_predictions_per_seq)),
+        "masked_lm_weights": tf.train.Feature(float_list=tf.train.FloatList(
+            value=_pad([1.0] * n, max_predictions_per_seq, 0.0))),
+        "next_sentence_labels": ints([1 if instance.is_random_next else 0]),
+    }
+    return tf.train.Example(features=tf.train.Features(feature=features)).SerializeToString()
+
+
+def write_records(instances, paths: list[str], max_seq_length: int, max_predictions_per_seq: int) -> None:
+    with contextlib.ExitStack() as stack:            # every shard renamed into place on success, removed on error
+        writers = [tf.io.TFRecordWriter(stack.enter_context(atomic_file(p))) for p in paths]
+        try:
+            for k, instance in enumerate(instances):
+                writers[k % len(paths)].write(serialize(instance, max_seq_length, max_predictions_per_seq))
+        finally:
+            for writer in writers:
+                writer.close()
+
+
+def record_files(pattern: str) -> list[str]:
+    """Files of a comma-separated list of globs or folders; an empty match is an error that names the pattern."""
+    files = []
+    for part in pattern.split(","):
+        part = part.strip()
+        files.extend(sorted(glob.glob(os.path.join(part, "*.tfrecord")) if os.path.isdir(part) else glob.glob(part)))
+    if not files:
+        raise FileNotFoundError(f"no pretraining records match {pattern!r} (write them with "
+                                "`bert-keras pretraining-data`)")
+    return files
+
+
+def check_records(files: list[str], max_seq_length: int, max_predictions_per_seq: int) -> int:
+    """Reads every record of every file; a truncated or corrupted file, or one with other lengths, is an error
+    naming the file. Returns the number of records."""
+    spec = feature_spec(max_seq_length, max_predictions_per_seq)
+    total = 0
+    for path in files:
+        try:
+            for record in tf.data.TFRecordDataset(path).batch(1024):
+                tf.io.parse_example(record, spec)
+                total += int(record.shape[0])
+        except tf.errors.OpError as e:
+            raise ValueError(f"{path}: not a readable pretraining TFRecord file with max_seq_length "
+                             f"{max_seq_length} and max_predictions_per_seq {max_predictions_per_seq} "
+                             f"({type(e).__name__}: {e.message.splitlines()[0][:200]})") from None
+    return total

@@ -1,0 +1,163 @@
+"""`bert-keras pretrain`: BertPretrainer.fit on google-research records (or dynamic masking), resumable to the step.
+
+Keras runs the loop; an "epoch" here is one checkpoint interval (`save_every` steps), so the progress bar, the
+TensorBoard logs and the checkpoints share one clock. A checkpoint is `checkpoint/model.weights.h5` (weights and
+optimizer state: moments and step counter) plus `checkpoint/state.json` ({"step"}), each written to a temporary
+name and renamed, the weights first, so a kill -9 at any moment leaves the previous complete checkpoint. On
+start, a checkpoint in `out` is restored and the data pipeline skips the batches already trained on; dropout's
+random stream is re-derived from (seed, interval) at every interval, so a resumed run computes exactly what an
+uninterrupted one does.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+
+import keras
+
+from bert_keras.atomic import atomic_file
+
+
+@dataclasses.dataclass(frozen=True)
+class PretrainConfig:
+    model: str                       # a preset (random init: from scratch), a checkpoint folder or a .keras file
+    out: str
+    records: str | None = None       # comma-separated globs or folders of pretraining TFRecords
+    text: str | None = None          # or: text files for dynamic masking (MLM only)
+    vocab: str | None = None
+    lower_case: bool | None = None
+    max_seq_length: int = 128
+    max_predictions_per_seq: int = 20
+    nsp: bool = True
+    train_steps: int = 1000
+    save_every: int = 100
+    batch_size: int = 32
+    learning_rate: float = 1e-4
+    warmup_steps: int = 100
+    weight_decay: float = 0.01
+    optimizer: str = "adamw"         # or "lamb" for large batches
+    mixed_precision: str | None = None
+    jit_compile: bool = False
+    steps_per_execution: int = 1
+    strategy: str = "auto"
+    tpu: str | None = None
+    seed: int = 0
+    progress: bool = True
+
+
+class StepCheckpoint(keras.callbacks.Callback):
+    """Saves weights + optimizer state and the step at the end of every interval; reseeds dropout at its start."""
+
+    def __init__(self, folder: str, steps_per_interval: int, seed: int):
+        super().__init__()
+        self.folder, self.steps, self.seed = folder, steps_per_interval, seed
+
+    @property
+    def weights_path(self):
+        return os.path.join(self.folder, "model.weights.h5")
+
+    def restored_step(self, model) -> int:
+        state = os.path.join(self.folder, "state.json")
+        if not (os.path.exists(state) and os.path.exists(self.weights_path)):
+            return 0
+        with open(state, encoding="utf-8") as f:
+            step = int(json.load(f)["step"])
+        model.load_weights(self.weights_path)
+        return step
+
+    def on_epoch_begin(self, epoch, logs=None):
+        for layer in self.model._flatten_layers():
+            for k, generator in enumerate(getattr(layer, "_seed_generators", [])):
+                generator.state.assign([self.seed * 1_000_003 + epoch, k])
+
+    def on_epoch_end(self, epoch, logs=None):
+        os.makedirs(self.folder, exist_ok=True)
+        tmp = os.path.join(self.folder, ".partial.weights.h5")   # Keras wants the .weights.h5 ending
+        self.model.save_weights(tmp)
+        os.replace(tmp, self.weights_path)
+        with atomic_file(os.path.join(self.folder, "state.json")) as tmp, open(tmp, "w", encoding="utf-8") as f:
+            json.dump({"step": (epoch + 1) * self.steps}, f)
+
+
+def pretrain(config: PretrainConfig) -> dict:
+    """Trains; returns {"history": per-interval logs, "step": final step, "out": folder, "replicas"}."""
+    from bert_keras.finetune.trainer import TrainingCurves, load_backbone
+    from bert_keras.pretraining.dataset import dynamic_masking_dataset, records_dataset
+    from bert_keras.pretraining.records import check_records, record_files
+    from bert_keras.tasks.pretrainer import BertPretrainer
+    from bert_keras.training import create_optimizer, create_strategy
+    if bool(config.records) == bool(config.text):
+        raise ValueError("give --records (pretraining TFRecords) or --text (text files, dynamic masking), not both")
+    if config.train_steps % config.save_every:
+        raise ValueError(f"--train-steps {config.train_steps} must be a multiple of --save-every {config.save_every}")
+    # First: MultiWorkerMirroredStrategy must configure collectives before TensorFlow runs any op.
+    strategy = create_strategy(config.strategy, config.tpu)
+    if config.records:
+        files = record_files(config.records)
+        check_records(files[:1], config.max_seq_length, config.max_predictions_per_seq)
+    else:
+        files = [f.strip() for f in config.text.split(",")]
+        missing = [f for f in files if not os.path.exists(f)]
+        if missing:
+            raise FileNotFoundError(f"no such file: {', '.join(missing)}")
+    keras.utils.set_random_seed(config.seed)
+    if config.mixed_precision:
+        keras.mixed_precision.set_global_policy(config.mixed_precision)
+    out = _output_folder(strategy, config.out)
+    os.makedirs(out, exist_ok=True)
+    checkpoint = StepCheckpoint(os.path.join(out, "checkpoint"), config.save_every, config.seed)
+    with strategy.scope():
+        encoder, preprocessor = load_backbone(config.model, config.vocab, config.lower_case,
+                                              max_seq_length=config.max_seq_length)
+        model = BertPretrainer(encoder)
+        model.compile(optimizer=create_optimizer(config.learning_rate, config.train_steps, config.warmup_steps,
+                                                 weight_decay=config.weight_decay, optimizer=config.optimizer),
+                      jit_compile=config.jit_compile, steps_per_execution=config.steps_per_execution)
+        model.optimizer.build(model.trainable_variables)       # built up front: see TaskModel._maybe_symbolic_build
+        step = checkpoint.restored_step(model)
+    replicas = strategy.num_replicas_in_sync
+    if step:
+        print(f"resumed from step {step} ({checkpoint.folder})", flush=True)
+    if step >= config.train_steps:
+        return {"history": [], "step": step, "out": out, "replicas": replicas}
+    if config.records:
+        data = records_dataset(files, config.batch_size, config.max_seq_length, config.max_predictions_per_seq,
+                               seed=config.seed, skip_batches=step, nsp=config.nsp)
+    else:
+        data = dynamic_masking_dataset(files, preprocessor, config.batch_size, config.max_seq_length,
+                                       config.max_predictions_per_seq, seed=config.seed, skip_batches=step)
+    callbacks = [checkpoint, keras.callbacks.TensorBoard(os.path.join(out, "logs"), update_freq=50),
+                 TrainingCurves(os.path.join(out, "training_curves.png"), "mlm_accuracy")]
+    fit = model.fit(data, epochs=config.train_steps // config.save_every, steps_per_epoch=config.save_every,
+                    initial_epoch=step // config.save_every, callbacks=callbacks,
+                    verbose=1 if config.progress else 2)
+    _save(model, preprocessor, out)
+    history = [dict(zip(fit.history, values)) for values in zip(*fit.history.values())]
+    return {"history": history, "step": config.train_steps, "out": out, "replicas": replicas}
+
+
+def _output_folder(strategy, out: str) -> str:
+    """`out` for the chief (or a single process); `out/worker-<i>` for the other multi-worker tasks, which write
+    their own copies instead of racing the chief for the same files."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    task_type, task_id = (resolver.task_type, resolver.task_id) if resolver is not None else (None, None)
+    has_chief = resolver is not None and "chief" in (resolver.cluster_spec().as_dict() or {})
+    chief = task_type in (None, "chief") or (task_type == "worker" and task_id == 0 and not has_chief)
+    return out if chief else os.path.join(out, f"{task_type}-{task_id}")
+
+
+def _save(model, preprocessor, out: str):
+    """The encoder as `encoder.keras` (what `finetune --model` takes), the pretrainer, and a TF1 checkpoint with
+    the `cls/` heads (google-research's run_pretraining.py layout)."""
+    from bert_keras.checkpoints import save_google_checkpoint
+    with atomic_file(os.path.join(out, "encoder.keras")) as tmp:
+        model.encoder.save(tmp)
+    with atomic_file(os.path.join(out, "pretrainer.keras")) as tmp:
+        model.save(tmp)
+    with atomic_file(os.path.join(out, "vocab.txt")) as tmp, open(tmp, "w", encoding="utf-8") as f:
+        f.write("\n".join(preprocessor.vocab) + "\n")
+    vocab = os.path.join(out, "vocab.txt")
+    save_google_checkpoint(model.encoder, os.path.join(out, "tf1_checkpoint"), vocab_file=vocab,
+                           heads=model.head_weights())

@@ -1,0 +1,165 @@
+"""`bert-keras pretraining-data` against google-research's format and recipe.
+
+The records are parsed with run_pretraining.py's `name_to_features` (transcribed here, not imported from our
+code); every instance is unmasked with its own labels and its segments are found in the corpus as tokenized by
+HF tokenizers (the independent reference); masking and NSP rates are checked against the recipe's numbers."""
+
+import collections
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_keras.cli import main
+from conftest import FIXTURES
+
+CORPUS = str(FIXTURES / "pretraining_corpus.txt")
+SEQ, PRED = 64, 10
+
+# google-research/bert run_pretraining.py, input_fn_builder's name_to_features.
+GOOGLE_FEATURES = {
+    "input_ids": tf.io.FixedLenFeature([SEQ], tf.int64),
+    "input_mask": tf.io.FixedLenFeature([SEQ], tf.int64),
+    "segment_ids": tf.io.FixedLenFeature([SEQ], tf.int64),
+    "masked_lm_positions": tf.io.FixedLenFeature([PRED], tf.int64),
+    "masked_lm_ids": tf.io.FixedLenFeature([PRED], tf.int64),
+    "masked_lm_weights": tf.io.FixedLenFeature([PRED], tf.float32),
+    "next_sentence_labels": tf.io.FixedLenFeature([1], tf.int64),
+}
+
+
+def make(tmp_path, name, vocab, *extra, seed="7"):
+    out = tmp_path / name
+    assert main(["pretraining-data", CORPUS, "--out", str(out), "--vocab", vocab, "--shards", "2",
+                 "--max-seq-length", str(SEQ), "--max-predictions-per-seq", str(PRED), "--dupe-factor", "3",
+                 "--seed", seed, *extra]) == 0
+    return sorted(tmp_path.glob(f"{name}-*.tfrecord"))
+
+
+@pytest.fixture(scope="module")
+def data(minilm_vocab, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("records")
+    files = make(tmp, "plain", minilm_vocab)
+    rows = [tf.io.parse_single_example(r, GOOGLE_FEATURES) for r in tf.data.TFRecordDataset([str(f) for f in files])]
+    return tmp, files, [{k: v.numpy() for k, v in r.items()} for r in rows]
+
+
+@pytest.fixture(scope="module")
+def reference(minilm_vocab):
+    """Each document's token ids, concatenated, as HF tokenizers gives them; and the vocabulary."""
+    from tokenizers import BertWordPieceTokenizer
+    tokenizer = BertWordPieceTokenizer(minilm_vocab, lowercase=True)
+    documents = open(CORPUS, encoding="utf-8").read().split("\n\n")
+    streams = []
+    for d in documents:
+        stream = []
+        for line in d.strip().split("\n"):
+            stream.extend(tokenizer.encode(line, add_special_tokens=False).ids)
+        streams.append(stream)
+    vocab = open(minilm_vocab, encoding="utf-8").read().splitlines()
+    return streams, vocab
+
+
+def contains(stream, part):
+    n = len(part)
+    return any(stream[i:i + n] == part for i in range(len(stream) - n + 1))
+
+
+def test_records_parse_with_google_research_features_and_are_well_formed(data, reference):
+    _, files, rows = data
+    streams, vocab = reference
+    cls, sep, mask = (vocab.index(t) for t in ("[CLS]", "[SEP]", "[MASK]"))
+    assert [f.name for f in files] == ["plain-00000-of-00002.tfrecord", "plain-00001-of-00002.tfrecord"]
+    assert len(rows) > 100
+    for r in rows:
+        n = int(r["input_mask"].sum())
+        assert (r["input_mask"][:n] == 1).all() and (r["input_ids"][n:] == 0).all()
+        ids = r["input_ids"][:n].copy()
+        k = int(r["masked_lm_weights"].sum())
+        positions, labels = r["masked_lm_positions"][:k], r["masked_lm_ids"][:k]
+        assert (r["masked_lm_weights"][:k] == 1).all() and (r["masked_lm_positions"][k:] == 0).all()
+        assert list(positions) == sorted(set(positions)) and k == min(PRED, max(1, round(n * 0.15)))
+        ids[positions] = labels                                      # undo the masking with its own labels
+        seps = np.flatnonzero(ids == sep)
+        assert ids[0] == cls and len(seps) >= 2 and seps[-1] == n - 1
+        first_sep = seps[0]
+        assert (r["segment_ids"][:first_sep + 1] == 0).all() and (r["segment_ids"][first_sep + 1:n] == 1).all()
+        assert cls not in labels and sep not in labels and not set(positions) & {0, *seps}
+        a, b = list(ids[1:first_sep]), list(ids[first_sep + 1:n - 1])
+        assert a and b
+        # Truncation drops tokens at either end only, so A and B are each a run of some document's tokens;
+        # an actual next B continues A in the same document (when neither was cut in between).
+        assert any(contains(s, a) for s in streams) and any(contains(s, b) for s in streams)
+        if r["next_sentence_labels"][0] == 0 and n < SEQ:
+            assert any(contains(s, a + b) for s in streams)
+
+
+def test_masking_and_nsp_rates_follow_the_recipe(data, reference):
+    _, _, rows = data
+    _, vocab = reference
+    mask = vocab.index("[MASK]")
+    kinds = collections.Counter()
+    for r in rows:
+        k = int(r["masked_lm_weights"].sum())
+        for p, label in zip(r["masked_lm_positions"][:k], r["masked_lm_ids"][:k]):
+            token = r["input_ids"][p]
+            kinds["mask" if token == mask else "same" if token == label else "random"] += 1
+    total = sum(kinds.values())
+    assert total > 1000
+    assert abs(kinds["mask"] / total - 0.8) < 0.04
+    assert abs(kinds["same"] / total - 0.1) < 0.03 and abs(kinds["random"] / total - 0.1) < 0.03
+    random_next = np.mean([r["next_sentence_labels"][0] for r in rows])
+    assert 0.45 < random_next < 0.7          # 50% of multi-sentence chunks, plus every one-sentence chunk
+
+
+def test_same_seed_same_bytes_other_seed_other_bytes(data, tmp_path, minilm_vocab):
+    _, files, _ = data
+    again = make(tmp_path, "plain", minilm_vocab)
+    assert [f.read_bytes() for f in again] == [f.read_bytes() for f in files]
+    other = make(tmp_path, "other", minilm_vocab, seed="8")
+    assert [f.read_bytes() for f in other] != [f.read_bytes() for f in files]
+
+
+def test_whole_word_masking_masks_every_piece_of_a_word(reference, tmp_path, minilm_vocab):
+    _, vocab = reference
+    files = make(tmp_path, "wwm", minilm_vocab, "--whole-word-mask")
+    continuation = np.array([t.startswith("##") for t in vocab])
+    special = {vocab.index("[CLS]"), vocab.index("[SEP]")}
+    whole_words = 0
+    for record in tf.data.TFRecordDataset([str(f) for f in files]):
+        r = {k: v.numpy() for k, v in tf.io.parse_single_example(record, GOOGLE_FEATURES).items()}
+        k = int(r["masked_lm_weights"].sum())
+        ids = r["input_ids"].copy()
+        ids[r["masked_lm_positions"][:k]] = r["masked_lm_ids"][:k]
+        masked = set(r["masked_lm_positions"][:k].tolist())
+        n = int(r["input_mask"].sum())
+        for p in masked:
+            # the word's next piece is masked too, and so is the piece before a masked continuation
+            if p + 1 < n and continuation[ids[p + 1]]:
+                assert p + 1 in masked
+                whole_words += 1
+            if continuation[ids[p]] and ids[p - 1] not in special:    # a word cut by truncation starts anew
+                assert p - 1 in masked
+    assert whole_words > 20
+
+
+def test_truncated_record_file_is_named(data, tmp_path):
+    from bert_keras.pretraining import check_records
+    _, files, _ = data
+    broken = tmp_path / "broken.tfrecord"
+    broken.write_bytes(files[0].read_bytes()[:-7])
+    with pytest.raises(ValueError, match="broken.tfrecord"):
+        check_records([str(broken)], SEQ, PRED)
+    with pytest.raises(ValueError, match="max_seq_length 128"):
+        check_records([str(files[0])], 128, PRED)
+
+
+def test_bad_input_exits_2_with_the_reason(tmp_path, capsys, minilm_vocab):
+    one = tmp_path / "one.txt"
+    one.write_text("A single document .\nWith two sentences .\n")
+    assert main(["pretraining-data", str(one), "--out", str(tmp_path / "o"), "--vocab", minilm_vocab]) == 2
+    assert "at least two" in capsys.readouterr().err
+    assert main(["pretraining-data", str(tmp_path / "missing.txt"), "--out", str(tmp_path / "o"),
+                 "--vocab", minilm_vocab]) == 2
+    assert "missing.txt" in capsys.readouterr().err
+    assert not list(tmp_path.glob("o-*"))
