@@ -125,3 +125,13 @@ def test_two_workers_on_localhost_agree_on_the_weights(minilm_vocab, records, tm
     # The chief writes to --out, the other worker to --out/worker-1; all-reduce keeps their weights identical.
     for a, b in zip(weights(out / "pretrainer.keras"), weights(out / "worker-1" / "pretrainer.keras")):
         np.testing.assert_array_equal(a, b)
+
+
+def test_dynamic_masking_from_raw_text_learns(minilm_vocab, tmp_path):
+    from bert_keras.pretraining import PretrainConfig, pretrain
+    result = pretrain(PretrainConfig(model="bert_tiny", vocab=minilm_vocab, out=str(tmp_path / "mlm"),
+                                     text=str(FIXTURES / "pretraining_corpus.txt"), nsp=False, max_seq_length=SEQ,
+                                     max_predictions_per_seq=PRED, train_steps=40, save_every=20, batch_size=16,
+                                     learning_rate=1e-3, warmup_steps=4, progress=False))
+    first, last = result["history"][0], result["history"][-1]
+    assert last["loss"] < first["loss"] - 0.5 and last["mlm_accuracy"] > first["mlm_accuracy"]

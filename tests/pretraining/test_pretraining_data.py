@@ -163,3 +163,37 @@ def test_bad_input_exits_2_with_the_reason(tmp_path, capsys, minilm_vocab):
                  "--vocab", minilm_vocab]) == 2
     assert "missing.txt" in capsys.readouterr().err
     assert not list(tmp_path.glob("o-*"))
+
+
+def test_dynamic_masking_masks_real_tokens_afresh(minilm_vocab, reference):
+    from bert_keras.preprocessing import BertPreprocessor
+    from bert_keras.pretraining.dataset import dynamic_masking_dataset
+    streams, vocab = reference
+    cls, sep, mask = (vocab.index(t) for t in ("[CLS]", "[SEP]", "[MASK]"))
+    tf.random.set_seed(0)
+    ds = dynamic_masking_dataset([CORPUS], BertPreprocessor(minilm_vocab), batch_size=32, max_seq_length=SEQ,
+                                 max_predictions_per_seq=PRED)
+    kinds, real, masked, seen = collections.Counter(), 0, 0, {}
+    for x, y in ds.take(20):
+        ids, positions = x["input_word_ids"].numpy(), x["masked_lm_positions"].numpy()
+        labels, w = y["masked_lm_ids"].numpy(), y["masked_lm_weights"].numpy()
+        assert ids.shape == (32, SEQ) and positions.shape == labels.shape == (32, PRED)
+        for row in range(32):
+            k = int(w[row].sum())
+            n = int(x["input_mask"].numpy()[row].sum())
+            original = ids[row, :n].copy()
+            original[positions[row, :k]] = labels[row, :k]
+            assert original[0] == cls and original[n - 1] == sep and (w[row, k:] == 0).all()
+            assert not set(positions[row, :k]) & {0, n - 1}
+            # the unmasked line is a run of the corpus as HF tokenizers tokenizes it
+            assert any(contains(s, list(original[1:n - 1])) for s in streams)
+            for p, label in zip(positions[row, :k], labels[row, :k]):
+                token = ids[row, p]
+                kinds["mask" if token == mask else "same" if token == label else "random"] += 1
+            real, masked = real + n - 2, masked + k
+            key = tuple(original)
+            seen.setdefault(key, set()).add(tuple(positions[row, :k]))
+    assert abs(masked / real - 0.15) < 0.03
+    assert abs(kinds["mask"] / masked - 0.8) < 0.05
+    # lines that came round twice (20 batches of 32 from 260 lines) were masked differently
+    assert any(len(v) > 1 for v in seen.values())
