@@ -9,6 +9,7 @@ Loss: mean of start and end cross-entropy (google-research). Metric: the officia
 from __future__ import annotations
 
 import json
+import os
 
 import keras
 import numpy as np
@@ -143,13 +144,17 @@ class SquadTask(Task):
 
     def evaluate(self, model, examples, preprocessor, batch_size):
         predictions, null_odds = self.predict(model, examples, preprocessor, batch_size)
+        self.last_predictions = {"predictions.json": predictions, **({"null_odds.json": null_odds}
+                                                                      if self.version_2 else {})}
         dataset = as_squad_dataset(examples)
         if self.version_2:
             return squad_v2_scores(dataset, predictions, null_odds)
         return squad_v1_scores(dataset, predictions)
 
-    @staticmethod
-    def write_predictions(predictions: dict, path: str) -> None:
+    def write_predictions(self, folder: str) -> None:
+        """predictions.json ({question id: answer text}, the official scripts' input) and, for v2.0,
+        null_odds.json, from the last evaluation."""
         from bert_keras.atomic import atomic_file
-        with atomic_file(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
-            json.dump(predictions, f, ensure_ascii=False, indent=1)
+        for name, value in getattr(self, "last_predictions", {}).items():
+            with atomic_file(os.path.join(folder, name)) as tmp, open(tmp, "w", encoding="utf-8") as f:
+                json.dump(value, f, ensure_ascii=False, indent=1)

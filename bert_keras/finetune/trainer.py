@@ -117,6 +117,8 @@ class EpochEvaluation(keras.callbacks.Callback):
     def on_epoch_end(self, epoch, logs=None):
         scores = self.task.evaluate(self.model, self.examples, self.preprocessor, self.batch_size)
         self.history.append({"epoch": epoch + 1, **scores})
+        if hasattr(self.task, "write_predictions"):             # SQuAD: predictions.json for the official script
+            self.task.write_predictions(self.out)
         if logs is not None:
             logs.update({f"eval_{k}": v for k, v in scores.items() if isinstance(v, (int, float))})
         print(f"epoch {epoch + 1}: " + ", ".join(f"{k} {v:.4f}" for k, v in scores.items()

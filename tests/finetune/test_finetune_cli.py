@@ -60,6 +60,9 @@ def test_tiny_model_fits_each_task_kind(minilm_vocab, shared_data, tmp_path, cap
     loss = result["loss"]
     assert loss[-1] < 0.9 * loss[0], loss
     assert result["metrics"][FINAL[task]] > chance
+    if task == "squad":        # the official scripts' input: {question id: answer text} for every evaluated question
+        predictions = json.loads((tmp_path / task / "predictions.json").read_text())
+        assert len(predictions) == 64 and all(isinstance(v, str) for v in predictions.values())
 
 
 FINAL = {"squad": "f1", "openbookqa": "accuracy", "conll2003": "f1"}
