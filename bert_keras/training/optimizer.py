@@ -4,6 +4,12 @@ google-research/bert `optimization.py`: learning rate rises linearly from 0 to t
 then follows `peak * (1 - step / total_steps)` (polynomial decay, power 1, to 0 at the last step); Adam with
 decoupled weight decay 0.01 applied to every weight except LayerNorm parameters and biases; epsilon 1e-6;
 gradients clipped to global norm 1.0. LAMB (`keras.optimizers.Lamb`) takes the same schedule for large batches.
+
+AdamW is Keras' AdamW with one change, where epsilon goes: Keras adds it to sqrt(v) before bias correction,
+i.e. it divides by sqrt(v_hat) + epsilon / sqrt(1 - beta_2^t), 31.6x epsilon at step 1 and still 2.4x at step
+186; PyTorch/HF AdamW add it to sqrt(v_hat). With clipping to norm 1 most gradients are small enough for that
+to shrink their updates: fine-tuning CoNLL from MiniLM lost 0.8 entity-F1 points against transformers' run of the
+same recipe until this was fixed (step-by-step losses then agree to 1e-5 for 11 steps).
 """
 
 from __future__ import annotations
@@ -36,6 +42,31 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
         return {"peak": self.peak, "warmup_steps": self.warmup_steps, "total_steps": self.total_steps}
 
 
+@keras.saving.register_keras_serializable(package="bert_keras")
+class BertAdamW(keras.optimizers.AdamW):
+    """keras.optimizers.AdamW (decoupled weight decay, Keras' variable handling) with the update
+    lr * m_hat / (sqrt(v_hat) + epsilon), as PyTorch's AdamW. No AMSGrad."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.amsgrad:
+            raise ValueError("BertAdamW does not implement amsgrad")
+
+    def update_step(self, gradient, variable, learning_rate):
+        lr = ops.cast(learning_rate, variable.dtype)
+        gradient = ops.cast(gradient, variable.dtype)
+        step = ops.cast(self.iterations + 1, variable.dtype)
+        beta_1_power = ops.power(ops.cast(self.beta_1, variable.dtype), step)
+        beta_2_power = ops.power(ops.cast(self.beta_2, variable.dtype), step)
+        m = self._momentums[self._get_variable_index(variable)]
+        v = self._velocities[self._get_variable_index(variable)]
+        self.assign_add(m, ops.multiply(ops.subtract(gradient, m), 1 - self.beta_1))
+        self.assign_add(v, ops.multiply(ops.subtract(ops.square(gradient), v), 1 - self.beta_2))
+        m_hat = ops.divide(m, 1 - beta_1_power)
+        v_hat = ops.divide(v, 1 - beta_2_power)
+        self.assign_sub(variable, ops.divide(ops.multiply(lr, m_hat), ops.add(ops.sqrt(v_hat), self.epsilon)))
+
+
 def create_optimizer(learning_rate: float, total_steps: int, warmup_steps: int | None = None,
                      warmup_proportion: float = 0.1, weight_decay: float = 0.01, optimizer: str = "adamw",
                      clipnorm: float | None = 1.0) -> keras.optimizers.Optimizer:
@@ -46,7 +77,7 @@ def create_optimizer(learning_rate: float, total_steps: int, warmup_steps: int |
     common = dict(learning_rate=schedule, weight_decay=weight_decay, beta_1=0.9, beta_2=0.999, epsilon=1e-6,
                   global_clipnorm=clipnorm)
     if optimizer == "adamw":
-        opt = keras.optimizers.AdamW(**common)
+        opt = BertAdamW(**common)
     elif optimizer == "lamb":
         opt = keras.optimizers.Lamb(**common)
     else:

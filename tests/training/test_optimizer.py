@@ -40,3 +40,22 @@ def test_bad_arguments_are_named():
         WarmupLinearDecay(1e-4, warmup_steps=20, total_steps=10)
     with pytest.raises(ValueError, match="adamw' or 'lamb"):
         create_optimizer(1e-4, 10, optimizer="sgd")
+
+
+def test_adamw_steps_follow_pytorchs_adamw_algorithm():
+    # torch.optim.AdamW as its documentation writes it: decay, moments, bias correction, then
+    # lr * m_hat / (sqrt(v_hat) + eps). Small gradients (1e-5, 1e-7) are where Keras' own AdamW departs.
+    rng = np.random.default_rng(0)
+    w0 = rng.normal(size=(4, 3)).astype("float64")
+    grads = [rng.normal(size=(4, 3)) * scale for scale in (1e-5, 1e-7, 1e-3, 1e-5, 1.0)]
+    lr_peak, total, wd, eps, b1, b2 = 1e-2, 1000, 0.01, 1e-6, 0.9, 0.999
+    variable = keras.Variable(w0.astype("float32"), name="kernel")
+    optimizer = create_optimizer(lr_peak, total_steps=total, warmup_steps=0, weight_decay=wd, clipnorm=None)
+    w, m, v = w0.copy(), np.zeros_like(w0), np.zeros_like(w0)
+    for t, g in enumerate(grads, start=1):
+        lr = lr_peak * (1 - (t - 1) / total)
+        optimizer.apply_gradients([(g.astype("float32"), variable)])
+        w = w - lr * wd * w
+        m, v = b1 * m + (1 - b1) * g, b2 * v + (1 - b2) * g * g
+        w = w - lr * (m / (1 - b1 ** t)) / (np.sqrt(v / (1 - b2 ** t)) + eps)
+        np.testing.assert_allclose(np.asarray(variable), w, rtol=1e-5, atol=1e-6)   # float32
