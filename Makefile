@@ -29,6 +29,7 @@ test-slow: $(STAMP)
 benchmark: $(STAMP)
 	$(PY) tools/benchmark_encoder.py
 	$(PY) tools/benchmark_tokenizer.py
+	$(PY) tools/benchmark_serving.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

