@@ -158,7 +158,8 @@ def cmd_pretraining_data(args) -> None:
                            dupe_factor=args.dupe_factor, whole_word_mask=args.whole_word_mask)
     try:
         pre = BertPreprocessor(args.vocab, **({} if args.cased is None else {"lower_case": not args.cased}))
-        result = create_pretraining_data(args.inputs, pre, args.out, args.shards, config, args.seed)
+        result = create_pretraining_data(args.inputs, pre, args.out, args.shards, config, args.seed,
+                                         progress=not args.quiet)
     except (FileNotFoundError, ValueError) as e:
         raise CommandError(str(e)) from None
     print(f"{result['documents']:,} documents, {result['sentences']:,} sentences -> {result['instances']:,} "
@@ -342,6 +343,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dupe-factor", type=int, default=10, help="passes over the data with different masks")
     p.add_argument("--whole-word-mask", action="store_true")
     p.add_argument("--seed", type=int, default=12345)
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_pretraining_data)
 
     p = sub.add_parser("pretrain", help="pretrain with masked LM (+ next sentence) from records or raw text")

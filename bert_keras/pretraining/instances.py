@@ -1,8 +1,7 @@
-"""Pretraining instances as google-research/bert's create_pretraining_data.py makes them, on token ids.
+"""Pretraining instances, google-research/bert's create_pretraining_data.py recipe, on token ids and in NumPy.
 
 Input: text files, one sentence per line, a blank line between documents. Each line is tokenized by the model's
-own BertPreprocessor in tf.data (batched TF.Text kernels, not a Python tokenizer loop); everything after that is
-google-research's algorithm, step for step and draw for draw on one `random.Random(seed)`:
+own BertPreprocessor in tf.data (batched TF.Text kernels, not a Python tokenizer loop). Then, as google-research:
 
 - documents shuffled; for each of `dupe_factor` passes, each document is cut into chunks of sentences filling
   `target_seq_length` (= max_seq_length - 3, or with probability `short_seq_prob` a random 2..max);
@@ -10,19 +9,22 @@ google-research's algorithm, step for step and draw for draw on one `random.Rand
   for a one-sentence chunk), sentences from a random other document ("random next", label 1; the unused
   sentences are put back);
 - the pair is cut to max_seq_length - 3 by dropping a token from the front or back of the longer side at random;
-- masking: candidates are all positions but [CLS]/[SEP] (whole words with `whole_word_mask`), shuffled;
-  num_to_predict = min(max_predictions_per_seq, max(1, round(len * masked_lm_prob))); each chosen token becomes
-  [MASK] 80%, itself 10%, a random vocabulary token 10%;
-- all instances shuffled.
-Because the draws are the same, the same seed gives the same bytes, run after run.
-Tokens are ids here (google-research works on strings and converts at the end): a "##" continuation is an id
-whose vocabulary entry starts with "##", and a random token is `rng.randint(0, vocab_size - 1)`, the index google
-draws into its vocab list.
+- all pairs shuffled; [CLS] A [SEP] B [SEP];
+- masking: candidates are all positions but [CLS]/[SEP] (whole words with `whole_word_mask`: a "##" piece joins
+  the word before it), taken in random order while they fit: num_to_predict = min(max_predictions_per_seq,
+  max(1, round(len * masked_lm_prob))), a word that would overflow it is skipped; each chosen token becomes
+  [MASK] 80%, itself 10%, a random vocabulary id 10%.
+The sentence-level steps (chunking, A/B split, random next) follow google-research's loop with one
+`random.Random(seed)`, looking only at sentence lengths: A and B are spans of one flat token array. Truncation
+and masking, the per-token work, run on every instance at once in NumPy (`np.random.default_rng(seed)`): the
+same distributions with other draws, so for a given seed the instances are not google's script's. Same seed,
+same bytes.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import random
 
 import numpy as np
@@ -36,15 +38,6 @@ class MaskingConfig:
     short_seq_prob: float = 0.1
     dupe_factor: int = 10
     whole_word_mask: bool = False
-
-
-@dataclasses.dataclass
-class Instance:
-    ids: list[int]                # [CLS] A [SEP] B [SEP], after masking
-    segment_ids: list[int]
-    is_random_next: bool
-    masked_lm_positions: list[int]
-    masked_lm_ids: list[int]      # the original ids at those positions
 
 
 def read_documents(paths: list[str]) -> list[list[str]]:
@@ -61,15 +54,20 @@ def read_documents(paths: list[str]) -> list[list[str]]:
     return documents
 
 
-def tokenize_documents(documents: list[list[str]], preprocessor, batch_size: int = 1024) -> list[list[list[int]]]:
+def tokenize_documents(documents: list[list[str]], preprocessor, batch_size: int = 4096,
+                       progress=None) -> list[list[list[int]]]:
     """Token ids of every sentence, tokenized in tf.data batches; empty documents and sentences dropped."""
     import tensorflow as tf
     lines = [s for d in documents for s in d]
     ids = []
     if lines:
-        dataset = tf.data.Dataset.from_tensor_slices(lines).batch(batch_size).map(preprocessor.tokenize)
+        dataset = tf.data.Dataset.from_tensor_slices(lines).batch(batch_size).map(
+            preprocessor.tokenize, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
         for batch in dataset:
-            ids.extend(batch.to_list())
+            flat, splits = batch.flat_values.numpy().tolist(), batch.row_splits.numpy().tolist()
+            ids.extend(flat[s:e] for s, e in zip(splits[:-1], splits[1:]))
+            if progress:
+                progress(len(splits) - 1)
     out, k = [], 0
     for d in documents:
         sentences = [s for s in ids[k:k + len(d)] if s]
@@ -79,96 +77,56 @@ def tokenize_documents(documents: list[list[str]], preprocessor, batch_size: int
     return out
 
 
-def _truncate_pair(a: list[int], b: list[int], max_tokens: int, rng: random.Random) -> None:
-    while len(a) + len(b) > max_tokens:
-        longer = a if len(a) > len(b) else b
-        if rng.random() < 0.5:
-            del longer[0]
-        else:
-            longer.pop()
-
-
-def mask_tokens(ids: list[int], config: MaskingConfig, special: set[int], continuation: np.ndarray,
-                vocab_size: int, mask_id: int, rng: random.Random):
-    """(masked ids, positions, original ids at the positions): google-research's create_masked_lm_predictions."""
-    candidates: list[list[int]] = []
-    for i, token in enumerate(ids):
-        if token in special:
-            continue
-        if config.whole_word_mask and candidates and continuation[token]:
-            candidates[-1].append(i)
-        else:
-            candidates.append([i])
-    rng.shuffle(candidates)
-    output = list(ids)
-    num_to_predict = min(config.max_predictions_per_seq, max(1, int(round(len(ids) * config.masked_lm_prob))))
-    masked: list[tuple[int, int]] = []
-    covered: set[int] = set()
-    for index_set in candidates:
-        if len(masked) >= num_to_predict:
-            break
-        if len(masked) + len(index_set) > num_to_predict:
-            continue
-        if any(i in covered for i in index_set):
-            continue
-        for i in index_set:
-            covered.add(i)
-            if rng.random() < 0.8:
-                replacement = mask_id
-            elif rng.random() < 0.5:
-                replacement = ids[i]
-            else:
-                replacement = rng.randint(0, vocab_size - 1)
-            output[i] = replacement
-            masked.append((i, ids[i]))
-    masked.sort()
-    return output, [p for p, _ in masked], [t for _, t in masked]
-
-
-def instances_from_document(documents, index: int, config: MaskingConfig, vocab, rng: random.Random) -> list:
-    """google-research's create_instances_from_document; `vocab` supplies the special ids and continuations."""
-    document = documents[index]
+def pairs_from_document(starts: list[list[int]], lengths: list[list[int]], index: int, config: MaskingConfig,
+                        rng: random.Random) -> list:
+    """google-research's create_instances_from_document up to truncation, on sentence spans of the flat token
+    array: [(A start, A length, B start, B length, is_random_next)]. A and B are each consecutive sentences of
+    one document, so each is one span; only sentence lengths are looked at here."""
+    document, sizes = starts[index], lengths[index]
     max_tokens = config.max_seq_length - 3
     target = max_tokens
     if rng.random() < config.short_seq_prob:
         target = rng.randint(2, max_tokens)
-    instances, chunk, length, i = [], [], 0, 0
+    pairs, first, length, i = [], 0, 0, 0           # the chunk is sentences first..i of the document
     while i < len(document):
-        chunk.append(document[i])
-        length += len(document[i])
+        length += sizes[i]
         if i == len(document) - 1 or length >= target:
-            if chunk:
-                a_end = rng.randint(1, len(chunk) - 1) if len(chunk) >= 2 else 1
-                a = [t for s in chunk[:a_end] for t in s]
-                b = []
-                if len(chunk) == 1 or rng.random() < 0.5:
-                    is_random_next = True
-                    target_b = target - len(a)
-                    for _ in range(10):
-                        other = rng.randint(0, len(documents) - 1)
-                        if other != index:
-                            break
-                    random_document = documents[other]
-                    for s in random_document[rng.randint(0, len(random_document) - 1):]:
-                        b.extend(s)
-                        if len(b) >= target_b:
-                            break
-                    i -= len(chunk) - a_end
-                else:
-                    is_random_next = False
-                    b = [t for s in chunk[a_end:] for t in s]
-                _truncate_pair(a, b, max_tokens, rng)
-                if not a or not b:
-                    raise ValueError("a pretraining pair ended up with an empty segment: documents need at least "
-                                     "two tokens (google-research asserts the same)")
-                ids = [vocab.cls_id, *a, vocab.sep_id, *b, vocab.sep_id]
-                segments = [0] * (len(a) + 2) + [1] * (len(b) + 1)
-                ids, positions, labels = mask_tokens(ids, config, vocab.special, vocab.continuation,
-                                                     vocab.size, vocab.mask_id, rng)
-                instances.append(Instance(ids, segments, is_random_next, positions, labels))
-            chunk, length = [], 0
+            chunk = i - first + 1
+            a_end = rng.randint(1, chunk - 1) if chunk >= 2 else 1
+            a_length = sum(sizes[first:first + a_end])
+            if chunk == 1 or rng.random() < 0.5:
+                for _ in range(10):
+                    other = rng.randint(0, len(starts) - 1)
+                    if other != index:
+                        break
+                j = rng.randint(0, len(starts[other]) - 1)
+                b_start, b_length = starts[other][j], 0
+                for size in lengths[other][j:]:
+                    b_length += size
+                    if b_length >= target - a_length:
+                        break
+                pairs.append((document[first], a_length, b_start, b_length, True))
+                i = first + a_end - 1                     # the unused sentences are put back
+            else:
+                pairs.append((document[first], a_length, document[first + a_end], length - a_length, False))
+            first, length = i + 1, 0
         i += 1
-    return instances
+    return pairs
+
+
+def truncate_pairs(a_length: np.ndarray, b_length: np.ndarray, max_tokens: int, rng: np.random.Generator):
+    """google-research's truncate_seq_pair for all pairs at once: while too long, drop one token of the longer
+    segment (B on a tie) from its front or back at random. Which segment loses how many does not depend on the
+    draws (closed form below); each drop is a fair front/back coin, so the front drops are Binomial(n, 1/2).
+    Returns (A front drops, A length, B front drops, B length)."""
+    excess = np.maximum(a_length + b_length - max_tokens, 0)
+    gap = np.abs(a_length - b_length)
+    longer_a = a_length > b_length
+    first = np.minimum(excess, gap)                          # the longer one is cut down to the other's length
+    rest = excess - first                                    # then B, A, B, A, ... one token each
+    cut_a = np.where(longer_a, first, 0) + rest // 2
+    cut_b = np.where(longer_a, 0, first) + rest - rest // 2
+    return rng.binomial(cut_a, 0.5), a_length - cut_a, rng.binomial(cut_b, 0.5), b_length - cut_b
 
 
 @dataclasses.dataclass
@@ -182,23 +140,100 @@ class VocabIds:
         if missing:
             raise ValueError(f"the vocabulary has no {', '.join(missing)}: pretraining needs BERT's special tokens")
         self.cls_id, self.sep_id, self.mask_id = index["[CLS]"], index["[SEP]"], index["[MASK]"]
-        self.special = {self.cls_id, self.sep_id}
         self.size = len(self.tokens)
         self.continuation = np.array([t.startswith("##") for t in self.tokens])
 
 
+def pack_pairs(tokens: np.ndarray, pairs: np.ndarray, vocab: VocabIds, config: MaskingConfig,
+               rng: np.random.Generator) -> dict:
+    """Pairs [N, 5] (spans of `tokens`, see pairs_from_document) -> truncated [CLS] A [SEP] B [SEP]:
+    input_ids, input_mask, segment_ids [N, S] and next_sentence_labels [N, 1], int64."""
+    a_drop, a_length, b_drop, b_length = truncate_pairs(pairs[:, 1], pairs[:, 3], config.max_seq_length - 3, rng)
+    if (a_length < 1).any() or (b_length < 1).any():
+        raise ValueError("a pretraining pair ended up with an empty segment: documents need at least two tokens "
+                         "(google-research asserts the same)")
+    a_start, b_start = (pairs[:, 0] + a_drop)[:, None], (pairs[:, 2] + b_drop)[:, None]
+    a_length, b_length = a_length[:, None], b_length[:, None]
+    column = np.arange(config.max_seq_length)[None, :]
+    in_a = (column >= 1) & (column <= a_length)
+    b_first = a_length + 2
+    in_b = (column >= b_first) & (column < b_first + b_length)
+    index = np.where(in_a, a_start + column - 1, np.where(in_b, b_start + column - b_first, 0))
+    ids = np.where(in_a | in_b, tokens[index], 0)
+    ids = np.where(column == 0, vocab.cls_id, ids)
+    ids = np.where((column == a_length + 1) | (column == b_first + b_length), vocab.sep_id, ids)
+    mask = column <= b_first + b_length
+    return {"input_ids": ids.astype(np.int64), "input_mask": mask.astype(np.int64),
+            "segment_ids": (mask & (column >= b_first)).astype(np.int64),
+            "next_sentence_labels": pairs[:, 4:5].astype(np.int64)}
+
+
+def mask_instances(features: dict, vocab: VocabIds, config: MaskingConfig, rng: np.random.Generator) -> dict:
+    """Masks every packed instance at once (the recipe in the module docstring); adds masked_lm_positions,
+    masked_lm_ids [N, P] int64 and masked_lm_weights [N, P] float32, 0-padded, positions ascending."""
+    ids = features["input_ids"]
+    n, s = ids.shape
+    p = config.max_predictions_per_seq
+    candidate = features["input_mask"].astype(bool) & (ids != vocab.cls_id) & (ids != vocab.sep_id)
+    starts = candidate
+    if config.whole_word_mask:                  # a "##" piece with a candidate before it continues that word
+        before = np.cumsum(candidate, axis=1) - candidate > 0
+        starts = candidate & ~(vocab.continuation[ids] & before)
+    word = np.cumsum(starts, axis=1) - 1                                   # word index of each candidate
+    words = starts.sum(axis=1)
+    sizes = np.zeros((n, s), np.int64)                                     # [N, word] pieces per word
+    rows = np.broadcast_to(np.arange(n)[:, None], (n, s))
+    np.add.at(sizes, (rows[candidate], word[candidate]), 1)
+    keys = np.where(np.arange(s) < words[:, None], rng.random((n, s)), np.inf)
+    order = np.argsort(keys, axis=1, kind="stable")                       # words in random order
+    ordered = np.take_along_axis(sizes, order, axis=1)
+    num_to_predict = np.minimum(p, np.maximum(1, np.rint(features["input_mask"].sum(1) * config.masked_lm_prob)))
+    count = np.zeros(n, np.int64)
+    taken = np.zeros((n, s), bool)
+    for r in range(int(words.max(initial=0))):      # google's loop, one rank at a time for all instances
+        take = (ordered[:, r] > 0) & (count + ordered[:, r] <= num_to_predict)
+        count += np.where(take, ordered[:, r], 0)
+        taken[:, r] = take
+    chosen_words = np.zeros((n, s), bool)
+    np.put_along_axis(chosen_words, order, taken, axis=1)
+    chosen = candidate & np.take_along_axis(chosen_words, np.maximum(word, 0), axis=1)
+    where = np.nonzero(chosen)
+    k = len(where[0])
+    draw, keep, random_ids = rng.random(k), rng.random(k), rng.integers(0, vocab.size, k)
+    original = ids[where]
+    masked = ids.copy()
+    masked[where] = np.where(draw < 0.8, vocab.mask_id, np.where(keep < 0.5, original, random_ids))
+    positions = np.argsort(~chosen, axis=1, kind="stable")[:, :p]          # chosen positions, ascending
+    real = np.arange(p) < chosen.sum(axis=1)[:, None]
+    return {**features, "input_ids": masked,
+            "masked_lm_positions": np.where(real, positions, 0).astype(np.int64),
+            "masked_lm_ids": np.where(real, np.take_along_axis(ids, positions, axis=1), 0).astype(np.int64),
+            "masked_lm_weights": real.astype(np.float32)}
+
+
 def create_instances(documents: list[list[list[int]]], vocab_tokens: list[str], config: MaskingConfig,
-                     seed: int = 12345, progress=None) -> list[Instance]:
-    """All instances of `dupe_factor` passes over the tokenized documents, shuffled (google-research's order)."""
+                     seed: int = 12345, progress=None) -> dict:
+    """All instances of `dupe_factor` passes over the tokenized documents, shuffled, as google-research's
+    features: {name: array [N, ...]} (see records.feature_spec)."""
     rng = random.Random(seed)
     documents = list(documents)
     rng.shuffle(documents)
     vocab = VocabIds(vocab_tokens)
-    instances = []
+    lengths = [[len(s) for s in d] for d in documents]
+    tokens = np.fromiter(itertools.chain.from_iterable(s for d in documents for s in d), np.int64,
+                         sum(map(sum, lengths)))
+    ends = np.cumsum([n for d in lengths for n in d]).tolist()
+    starts, k = [], 0
+    for d in lengths:
+        starts.append([e - n for e, n in zip(ends[k:k + len(d)], d)])
+        k += len(d)
+    pairs = []
     for _ in range(config.dupe_factor):
         for index in range(len(documents)):
-            instances.extend(instances_from_document(documents, index, config, vocab, rng))
+            pairs.extend(pairs_from_document(starts, lengths, index, config, rng))
             if progress:
                 progress(1)
-    rng.shuffle(instances)
-    return instances
+    rng.shuffle(pairs)
+    np_rng = np.random.default_rng(seed)
+    features = pack_pairs(tokens, np.array(pairs, np.int64).reshape(-1, 5), vocab, config, np_rng)
+    return mask_instances(features, vocab, config, np_rng)

@@ -29,33 +29,46 @@ def feature_spec(max_seq_length: int, max_predictions_per_seq: int) -> dict:
             "next_sentence_labels": tf.io.FixedLenFeature([1], tf.int64)}
 
 
-def _pad(values, length, value=0):
-    return list(values) + [value] * (length - len(values))
+FEATURE_ORDER = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions", "masked_lm_ids",
+                 "masked_lm_weights", "next_sentence_labels")
 
 
-def serialize(instance, max_seq_length: int, max_predictions_per_seq: int) -> bytes:
-    def ints(v):
-        return tf.train.Feature(int64_list=tf.train.Int64List(value=v))
-    n = len(instance.masked_lm_positions)
-    features = {
-        "input_ids": ints(_pad(instance.ids, max_seq_length)),
-        "input_mask": ints(_pad([1] * len(instance.ids), max_seq_length)),
-        "segment_ids": ints(_pad(instance.segment_ids, max_seq_length)),
-        "masked_lm_positions": ints(_pad(instance.masked_lm_positions, max_predictions_per_seq)),
-        "masked_lm_ids": ints(_pad(instance.masked_lm_ids, max_predictions_per_seq)),
-        "masked_lm_weights": tf.train.Feature(float_list=tf.train.FloatList(
-            value=_pad([1.0] * n, max_predictions_per_seq, 0.0))),
-        "next_sentence_labels": ints([1 if instance.is_random_next else 0]),
-    }
-    return tf.train.Example(features=tf.train.Features(feature=features)).SerializeToString()
+def _encode(message: str, fields: dict) -> tf.Tensor:
+    """One proto per row: fields {name: [N, k] tensor}, every value present (sizes all k)."""
+    names = list(fields)
+    values = [fields[n] for n in names]
+    sizes = tf.stack([tf.fill([tf.shape(v)[0]], tf.shape(v)[1]) for v in values], axis=1)
+    return tf.io.encode_proto(sizes, values, names, message)
 
 
-def write_records(instances, paths: list[str], max_seq_length: int, max_predictions_per_seq: int) -> None:
+def serialize_examples(features: dict) -> list[bytes]:
+    """{name: array [N, k]} -> N serialized tf.train.Example protos, built by TF's encode_proto kernel (a
+    vectorized op, not a Python object per record); feature values as tf.train.Example's own serializer writes
+    them (packed int64 / float lists)."""
+    n = len(next(iter(features.values())))
+    entries = []
+    for name in FEATURE_ORDER:
+        v = tf.convert_to_tensor(features[name])
+        kind, dtype = ("float_list", tf.float32) if name == "masked_lm_weights" else ("int64_list", tf.int64)
+        values = _encode("tensorflow." + kind.title().replace("_", ""), {"value": tf.cast(v, dtype)})
+        feature = _encode("tensorflow.Feature", {kind: values[:, None]})
+        entries.append(_encode("tensorflow.Features.FeatureEntry",
+                               {"key": tf.fill([n, 1], name), "value": feature[:, None]}))
+    examples = _encode("tensorflow.Example",
+                       {"features": _encode("tensorflow.Features", {"feature": tf.stack(entries, axis=1)})[:, None]})
+    return examples.numpy().tolist()
+
+
+def write_records(features: dict, paths: list[str], batch_size: int = 8192) -> None:
+    """Instances ({name: array [N, ...]}, see create_instances) -> records, round-robin over `paths`."""
+    n = len(features["input_ids"])
     with contextlib.ExitStack() as stack:            # every shard renamed into place on success, removed on error
         writers = [tf.io.TFRecordWriter(stack.enter_context(atomic_file(p))) for p in paths]
         try:
-            for k, instance in enumerate(instances):
-                writers[k % len(paths)].write(serialize(instance, max_seq_length, max_predictions_per_seq))
+            for start in range(0, n, batch_size):
+                batch = {k: v[start:start + batch_size] for k, v in features.items()}
+                for k, record in enumerate(serialize_examples(batch), start):
+                    writers[k % len(paths)].write(record)
         finally:
             for writer in writers:
                 writer.close()
