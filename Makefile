@@ -30,6 +30,8 @@ benchmark: $(STAMP)
 	$(PY) tools/benchmark_encoder.py
 	$(PY) tools/benchmark_tokenizer.py
 	$(PY) tools/benchmark_serving.py
+	$(PY) tools/benchmark_finetune.py
+	$(PY) tools/benchmark_pretraining_data.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -181,9 +181,8 @@ def mask_instances(features: dict, vocab: VocabIds, config: MaskingConfig, rng: 
         starts = candidate & ~(vocab.continuation[ids] & before)
     word = np.cumsum(starts, axis=1) - 1                                   # word index of each candidate
     words = starts.sum(axis=1)
-    sizes = np.zeros((n, s), np.int64)                                     # [N, word] pieces per word
-    rows = np.broadcast_to(np.arange(n)[:, None], (n, s))
-    np.add.at(sizes, (rows[candidate], word[candidate]), 1)
+    flat_word = (np.arange(n)[:, None] * s + word)[candidate]
+    sizes = np.bincount(flat_word, minlength=n * s).reshape(n, s)          # [N, word] pieces per word
     keys = np.where(np.arange(s) < words[:, None], rng.random((n, s)), np.inf)
     order = np.argsort(keys, axis=1, kind="stable")                       # words in random order
     ordered = np.take_along_axis(sizes, order, axis=1)
@@ -203,7 +202,9 @@ def mask_instances(features: dict, vocab: VocabIds, config: MaskingConfig, rng: 
     original = ids[where]
     masked = ids.copy()
     masked[where] = np.where(draw < 0.8, vocab.mask_id, np.where(keep < 0.5, original, random_ids))
-    positions = np.argsort(~chosen, axis=1, kind="stable")[:, :p]          # chosen positions, ascending
+    positions = np.zeros((n, p), np.int64)                                 # chosen positions, ascending
+    rank = np.cumsum(chosen, axis=1) - 1
+    positions[where[0], rank[where]] = where[1]
     real = np.arange(p) < chosen.sum(axis=1)[:, None]
     return {**features, "input_ids": masked,
             "masked_lm_positions": np.where(real, positions, 0).astype(np.int64),

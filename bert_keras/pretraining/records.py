@@ -41,34 +41,36 @@ def _encode(message: str, fields: dict) -> tf.Tensor:
     return tf.io.encode_proto(sizes, values, names, message)
 
 
-def serialize_examples(features: dict) -> list[bytes]:
-    """{name: array [N, k]} -> N serialized tf.train.Example protos, built by TF's encode_proto kernel (a
-    vectorized op, not a Python object per record); feature values as tf.train.Example's own serializer writes
-    them (packed int64 / float lists)."""
-    n = len(next(iter(features.values())))
+def _serialize(features: dict) -> tf.Tensor:
+    n = tf.shape(features["input_ids"])[0]
     entries = []
     for name in FEATURE_ORDER:
-        v = tf.convert_to_tensor(features[name])
         kind, dtype = ("float_list", tf.float32) if name == "masked_lm_weights" else ("int64_list", tf.int64)
-        values = _encode("tensorflow." + kind.title().replace("_", ""), {"value": tf.cast(v, dtype)})
+        values = _encode("tensorflow." + kind.title().replace("_", ""), {"value": tf.cast(features[name], dtype)})
         feature = _encode("tensorflow.Feature", {kind: values[:, None]})
         entries.append(_encode("tensorflow.Features.FeatureEntry",
                                {"key": tf.fill([n, 1], name), "value": feature[:, None]}))
-    examples = _encode("tensorflow.Example",
-                       {"features": _encode("tensorflow.Features", {"feature": tf.stack(entries, axis=1)})[:, None]})
-    return examples.numpy().tolist()
+    return _encode("tensorflow.Example",
+                   {"features": _encode("tensorflow.Features", {"feature": tf.stack(entries, axis=1)})[:, None]})
 
 
-def write_records(features: dict, paths: list[str], batch_size: int = 8192) -> None:
+def serialize_examples(features: dict, batch_size: int = 4096):
+    """{name: array [N, k]} -> the N serialized tf.train.Example protos (bytes), in order, as an iterator.
+
+    Built by TF's encode_proto kernel (vectorized, not a Python object per record), batches in parallel in
+    tf.data; the values are written as tf.train.Example's own serializer writes them (packed lists)."""
+    dataset = tf.data.Dataset.from_tensor_slices({k: features[k] for k in FEATURE_ORDER}).batch(batch_size)
+    for batch in dataset.map(_serialize, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True):
+        yield from batch.numpy().tolist()
+
+
+def write_records(features: dict, paths: list[str]) -> None:
     """Instances ({name: array [N, ...]}, see create_instances) -> records, round-robin over `paths`."""
-    n = len(features["input_ids"])
     with contextlib.ExitStack() as stack:            # every shard renamed into place on success, removed on error
         writers = [tf.io.TFRecordWriter(stack.enter_context(atomic_file(p))) for p in paths]
         try:
-            for start in range(0, n, batch_size):
-                batch = {k: v[start:start + batch_size] for k, v in features.items()}
-                for k, record in enumerate(serialize_examples(batch), start):
-                    writers[k % len(paths)].write(record)
+            for k, record in enumerate(serialize_examples(features)):
+                writers[k % len(paths)].write(record)
         finally:
             for writer in writers:
                 writer.close()

@@ -53,18 +53,29 @@ class BertAdamW(keras.optimizers.AdamW):
             raise ValueError("BertAdamW does not implement amsgrad")
 
     def update_step(self, gradient, variable, learning_rate):
-        lr = ops.cast(learning_rate, variable.dtype)
-        gradient = ops.cast(gradient, variable.dtype)
-        step = ops.cast(self.iterations + 1, variable.dtype)
-        beta_1_power = ops.power(ops.cast(self.beta_1, variable.dtype), step)
-        beta_2_power = ops.power(ops.cast(self.beta_2, variable.dtype), step)
-        m = self._momentums[self._get_variable_index(variable)]
-        v = self._velocities[self._get_variable_index(variable)]
-        self.assign_add(m, ops.multiply(ops.subtract(gradient, m), 1 - self.beta_1))
-        self.assign_add(v, ops.multiply(ops.subtract(ops.square(gradient), v), 1 - self.beta_2))
-        m_hat = ops.divide(m, 1 - beta_1_power)
-        v_hat = ops.divide(v, 1 - beta_2_power)
-        self.assign_sub(variable, ops.divide(ops.multiply(lr, m_hat), ops.add(ops.sqrt(v_hat), self.epsilon)))
+        """One fused kernel per variable (TF's ApplyAdam, as Keras 2 and tf.compat.v1 Adam ran): it computes
+        var -= lr * sqrt(1 - b2^t) / (1 - b1^t) * m / (sqrt(v) + eps'), which with eps' = eps * sqrt(1 - b2^t)
+        is exactly lr * m_hat / (sqrt(v_hat) + eps). One pass over the weights instead of a dozen element-wise
+        ops (the optimizer was ~15% of a MiniLM fine-tuning step on CPU)."""
+        import tensorflow as tf
+        dtype = variable.dtype
+        step = ops.cast(self.iterations + 1, dtype)
+        beta_1, beta_2 = ops.cast(self.beta_1, dtype), ops.cast(self.beta_2, dtype)
+        beta_1_power, beta_2_power = ops.power(beta_1, step), ops.power(beta_2, step)
+        index = self._get_variable_index(variable)
+        m, v = self._momentums[index], self._velocities[index]
+        gradient = tf.convert_to_tensor(gradient, dtype)         # dense, as PyTorch's AdamW (embeddings too)
+        tf.raw_ops.ResourceApplyAdam(
+            var=_handle(variable), m=_handle(m), v=_handle(v), beta1_power=beta_1_power,
+            beta2_power=beta_2_power, lr=ops.cast(learning_rate, dtype), beta1=beta_1, beta2=beta_2,
+            epsilon=ops.cast(self.epsilon, dtype) * ops.sqrt(1.0 - beta_2_power), grad=gradient)
+
+
+def _handle(variable):
+    """The resource handle of a Keras or tf.Variable (the local copy under a distribution strategy)."""
+    if isinstance(variable, keras.Variable):
+        variable = variable.value                                 # the backend's tf.Variable
+    return variable.handle
 
 
 def create_optimizer(learning_rate: float, total_steps: int, warmup_steps: int | None = None,

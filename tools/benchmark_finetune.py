@@ -1,0 +1,194 @@
+"""Fine-tuning throughput: ours against keras-hub's BertTextClassifier and PyTorch, and per-batch packing on SST-2.
+
+    python tools/benchmark_finetune.py [--steps 12] [--sst2 ../shared/data/SST-2/train.tsv] [--sst2-examples 1024]
+                                       [--quick] [--out benchmarks/results/finetune.json]
+
+Part 1 (issue #4's setting): training examples/s of a sentence classifier on the all-MiniLM-L6-v2 config
+(6 layers, hidden 384), sequence length 128, batch 16, one full training step each (forward, loss, backward,
+clipping to norm 1, AdamW with weight decay, the warm-up/linear-decay schedule), random weights and ids (the
+speed does not depend on their values):
+  - ours: `BertClassifier` + `create_optimizer`, Keras `train_on_batch` (graph, and with `jit_compile=True`);
+  - keras-hub: `BertTextClassifier(preprocessor=None)` on a `BertBackbone` of the same config, compiled with
+    AdamW (its compile picks XLA by itself);
+  - PyTorch: transformers' `BertForSequenceClassification`, `torch.optim.AdamW`, `clip_grad_norm_`, all threads.
+Time: median seconds per step after two warm-up steps (tracing, XLA compilation), all peers in this process.
+
+Part 2: one epoch of real SST-2 training sentences through the in-graph preprocessor in tf.data, batches padded
+to their longest sentence (the default) against every batch padded to 128, same model and optimizer. The first
+epoch (which traces each new batch shape) and a second epoch are timed separately. Without --sst2 it uses the
+1,000 phrases shipped in bert_keras/data/samples (no files outside the repository needed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import platform
+import statistics
+import sys
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+REPO = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+SEQ, BATCH = 128, 16
+MINILM = dict(vocab_size=30522, hidden_size=384, num_hidden_layers=6, num_attention_heads=12,
+              intermediate_size=1536)
+TINY = dict(vocab_size=30522, hidden_size=128, num_hidden_layers=2, num_attention_heads=2, intermediate_size=512)
+
+
+def median_step(step, steps: int) -> float:
+    step()
+    step()                                             # warm-up: tracing, XLA compilation, allocator
+    times = []
+    for _ in range(steps):
+        t = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def random_batch(seed: int = 0):
+    import numpy as np
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(1000, 30000, (BATCH, SEQ)).astype("int32")
+    return ids, np.ones_like(ids), np.zeros_like(ids), rng.integers(0, 2, BATCH).astype("int32")
+
+
+def ours(c: dict, jit: bool, total_steps: int):
+    import keras
+
+    from bert_keras import BertConfig, BertEncoder
+    from bert_keras.tasks import BertClassifier
+    from bert_keras.training import create_optimizer
+    keras.utils.set_random_seed(0)
+    model = BertClassifier(BertEncoder(BertConfig(**c)), num_classes=2)
+    model.compile(optimizer=create_optimizer(5e-5, total_steps),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True), jit_compile=jit)
+    ids, mask, types, labels = random_batch()
+    x = {"input_word_ids": ids, "input_mask": mask, "input_type_ids": types}
+    return lambda: model.train_on_batch(x, labels)
+
+
+def keras_hub(c: dict, total_steps: int):
+    import keras
+    import keras_hub
+    keras.utils.set_random_seed(0)
+    backbone = keras_hub.models.BertBackbone(
+        vocabulary_size=c["vocab_size"], num_layers=c["num_hidden_layers"], num_heads=c["num_attention_heads"],
+        hidden_dim=c["hidden_size"], intermediate_dim=c["intermediate_size"], max_sequence_length=512)
+    model = keras_hub.models.BertTextClassifier(backbone, num_classes=2, preprocessor=None)
+    schedule = keras.optimizers.schedules.PolynomialDecay(5e-5, total_steps, 0.0)
+    model.compile(optimizer=keras.optimizers.AdamW(schedule, weight_decay=0.01, epsilon=1e-6, global_clipnorm=1.0),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    ids, mask, types, labels = random_batch()
+    x = {"token_ids": ids, "padding_mask": mask, "segment_ids": types}
+    return lambda: model.train_on_batch(x, labels)
+
+
+def pytorch(c: dict, total_steps: int):
+    import torch
+    from transformers import BertConfig, BertForSequenceClassification, get_linear_schedule_with_warmup
+    torch.manual_seed(0)
+    torch.set_num_threads(os.cpu_count())
+    model = BertForSequenceClassification(BertConfig(num_labels=2, **c)).train()
+    decay = [p for n, p in model.named_parameters() if not ("bias" in n or "LayerNorm" in n)]
+    rest = [p for n, p in model.named_parameters() if "bias" in n or "LayerNorm" in n]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01}, {"params": rest, "weight_decay": 0.0}],
+                            lr=5e-5, eps=1e-6)
+    sched = get_linear_schedule_with_warmup(opt, total_steps // 10, total_steps)
+    ids, mask, types, labels = (torch.from_numpy(a).long() for a in random_batch())
+
+    def step():
+        loss = model(input_ids=ids, attention_mask=mask, token_type_ids=types, labels=labels).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        opt.zero_grad()
+        return float(loss)
+    return step
+
+
+def sst2_epochs(c: dict, path: str, examples: int, seq_length: int | None, vocab: str, jit: bool) -> dict:
+    """Two epochs of our classifier on the first `examples` SST-2 sentences; seconds and tokens per epoch."""
+    import keras
+    import numpy as np
+
+    from bert_keras import BertConfig, BertEncoder, BertPreprocessor
+    from bert_keras.finetune.base import get_task
+    from bert_keras.tasks import BertClassifier
+    from bert_keras.training import create_optimizer
+    keras.utils.set_random_seed(0)
+    task = get_task("sst-2")
+    train = task.read(path)[:examples]
+    preprocessor = BertPreprocessor(vocab, lower_case=True, seq_length=seq_length)
+    ds = task.dataset(train, preprocessor, BATCH, training=True, seed=0)
+    steps = int(ds.cardinality())
+    padded = [int(x["input_word_ids"].shape[1]) for x, _ in ds]
+    model = BertClassifier(BertEncoder(BertConfig(**c)), num_classes=2)
+    model.compile(optimizer=create_optimizer(5e-5, 2 * steps), jit_compile=jit, **task.compile_args())
+    times = []
+    for _ in range(2):
+        t = time.perf_counter()
+        model.fit(ds, epochs=1, verbose=0)
+        times.append(time.perf_counter() - t)
+    return {"examples": steps * BATCH, "steps": steps, "mean_padded_length": round(float(np.mean(padded)), 1),
+            "distinct_shapes": len(set(padded)), "first_epoch_s": round(times[0], 2),
+            "second_epoch_s": round(times[1], 2),
+            "examples_per_s": round(steps * BATCH / times[1], 2)}
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--steps", type=int, default=12, help="timed steps per peer in part 1")
+    p.add_argument("--sst2", default=str(REPO / "bert_keras" / "data" / "samples" / "sst2_train.tsv"),
+                   help="an SST-2 train.tsv (default: the shipped 1,000-phrase sample)")
+    p.add_argument("--sst2-examples", type=int, default=1024)
+    p.add_argument("--quick", action="store_true", help="tiny config, few steps: checks the script runs")
+    p.add_argument("--skip", default="", help="comma-separated peers to leave out: keras_hub,torch,sst2")
+    p.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "finetune.json"))
+    args = p.parse_args(argv)
+    c = TINY if args.quick else MINILM
+    steps = 3 if args.quick else args.steps
+    skip = set(filter(None, args.skip.split(",")))
+    total = 1000
+    results = {"config": c, "seq_length": SEQ, "batch_size": BATCH, "timed_steps": steps,
+               "machine": {"cpus": os.cpu_count(), "platform": platform.platform()}, "examples_per_s": {}}
+    peers = {"ours": lambda: ours(c, False, total), "ours_xla": lambda: ours(c, True, total),
+             "keras_hub": lambda: keras_hub(c, total), "torch": lambda: pytorch(c, total)}
+    for name, make in peers.items():
+        if name in skip:
+            continue
+        seconds = median_step(make(), steps)
+        results["examples_per_s"][name] = round(BATCH / seconds, 2)
+        print(f"{name:10s} {BATCH / seconds:8.2f} examples/s  ({seconds * 1000:.0f} ms/step)", flush=True)
+    speed = results["examples_per_s"]
+    if "torch" in speed:
+        results["vs_torch"] = {k: round(v / speed["torch"], 2) for k, v in speed.items() if k != "torch"}
+        print("vs torch:", results["vs_torch"])
+    if "sst2" not in skip:
+        from bert_keras.demo import minilm_folder
+        vocab = os.path.join(minilm_folder(), "vocab.txt")
+        jit = speed.get("ours_xla", 0) > speed.get("ours", 0)
+        n = 64 if args.quick else args.sst2_examples
+        sst2 = {"file": args.sst2, "jit_compile": jit,
+                "packed": sst2_epochs(c, args.sst2, n, None, vocab, jit),
+                "fixed_128": sst2_epochs(c, args.sst2, n, SEQ, vocab, jit)}
+        sst2["speedup_second_epoch"] = round(sst2["packed"]["examples_per_s"] / sst2["fixed_128"]["examples_per_s"],
+                                             2)
+        sst2["speedup_first_epoch"] = round(sst2["fixed_128"]["first_epoch_s"] / sst2["packed"]["first_epoch_s"], 2)
+        results["sst2_packing"] = sst2
+        print("SST-2 packed vs fixed 128:", json.dumps(sst2, indent=1))
+    from bert_keras.atomic import atomic_file
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    with atomic_file(args.out) as tmp, open(tmp, "w") as f:
+        json.dump(results, f, indent=1)
+    print("wrote", args.out)
+
+
+if __name__ == "__main__":
+    main()
