@@ -74,7 +74,7 @@ class BertPretrainer(TaskModel):
         return loss / tf.distribute.get_strategy().num_replicas_in_sync
 
     def compute_metrics(self, x, y, y_pred, sample_weight=None):
-        """MLM accuracy over real predictions (weight 1) and NSP accuracy."""
+        """MLM accuracy over real predictions (weight 1) and NSP accuracy (MLM+NSP only)."""
         hit = ops.equal(ops.cast(ops.argmax(y_pred["mlm_logits"], -1), "int32"),
                         ops.cast(y["masked_lm_ids"], "int32"))
         self.mlm_accuracy.update_state(ops.cast(hit, "float32"), sample_weight=y["masked_lm_weights"])
@@ -82,7 +82,10 @@ class BertPretrainer(TaskModel):
             nsp_hit = ops.equal(ops.cast(ops.argmax(y_pred["nsp_logits"], -1), "int32"),
                                 ops.cast(ops.reshape(y["next_sentence_labels"], (-1,)), "int32"))
             self.nsp_accuracy.update_state(ops.cast(nsp_hit, "float32"))
-        return self.get_metrics_result()
+        result = self.get_metrics_result()
+        if "next_sentence_labels" not in y:              # MLM only: no NSP accuracy to report (not a 0)
+            result.pop("nsp_accuracy", None)
+        return result
 
     def head_variables(self) -> dict:
         """{google-research name: variable} of the two heads (the encoder's own are in checkpoints/names.py)."""

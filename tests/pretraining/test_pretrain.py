@@ -135,3 +135,4 @@ def test_dynamic_masking_from_raw_text_learns(minilm_vocab, tmp_path):
                                      learning_rate=1e-3, warmup_steps=4, progress=False))
     first, last = result["history"][0], result["history"][-1]
     assert last["loss"] < first["loss"] - 0.5 and last["mlm_accuracy"] > first["mlm_accuracy"]
+    assert "nsp_accuracy" not in last                    # MLM only: no NSP metric reported
