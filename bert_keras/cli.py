@@ -207,6 +207,20 @@ def cmd_export(args) -> None:
           f"tensorflow/serving:2.19.0 --model_config_file=/models/models.config")
 
 
+def cmd_export_hub(args) -> None:
+    from bert_keras.finetune.trainer import load_backbone
+    from savedmodels.hub import export_hub_style
+    try:
+        encoder, preprocessor = load_backbone(args.model or _minilm_folder(), args.vocab,
+                                              None if args.cased is None else not args.cased)
+        paths = export_hub_style(encoder, preprocessor, args.out, args.seq_length)
+    except (FileNotFoundError, FileExistsError, ValueError) as e:
+        raise CommandError(str(e)) from None
+    print(f"wrote {paths['preprocessor']} (TF Hub preprocessor API: __call__, tokenize, bert_pack_inputs; "
+          f"seq_length {args.seq_length})")
+    print(f"wrote {paths['encoder']} (TF Hub Reusable SavedModel: __call__(inputs, training), variables)")
+
+
 def cmd_serve(args) -> None:
     import time
 
@@ -365,6 +379,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--name", required=True, help="model name in TF Serving")
     p.add_argument("--version", type=int, help="version number (default: the next free one)")
     p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("export-hub", help="write an encoder as TF Hub-style preprocessor + encoder SavedModels")
+    add_model_flags(p, "checkpoint folder, zoo name, .keras file or preset (default: all-MiniLM-L6-v2)")
+    p.add_argument("--out", required=True, help="folder for preprocessor/ and encoder/")
+    p.add_argument("--seq-length", type=int, default=128, help="the preprocessor's fixed length (default 128)")
+    p.set_defaults(func=cmd_export_hub)
 
     p = sub.add_parser("serve", help="serve exports over TF Serving's gRPC protocol (in-process test server)")
     p.add_argument("models", nargs="+", help="NAME=BASE_PATH or BASE_PATH (name: its folder name)")

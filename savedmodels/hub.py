@@ -1,0 +1,94 @@
+"""TF Hub-style BERT SavedModels: a preprocessor and an encoder with the interface of TF Hub's
+`bert_en_uncased_preprocess` and `bert_en_uncased_L-12_H-768_A-12` (the Reusable SavedModel API), for code
+written against those (`hub.KerasLayer`, `tf.saved_model.load`).
+
+<out>/preprocessor/
+  __call__(text [B] string) -> {input_word_ids, input_mask, input_type_ids} int32 [B, seq_length]
+  tokenize(text [B] string) -> RaggedTensor int32 [B, (tokens)]   (TF Hub's is [B, (words), (pieces)]; the
+                                                                    packer takes either after merge_dims)
+  bert_pack_inputs([a] or [a, b] RaggedTensors [B, (tokens)], seq_length=<export's>) -> the id dict
+  signature serving_default: text -> the id dict
+<out>/encoder/
+  __call__(id dict [B, S] int32, training=False) -> {pooled_output [B, H], sequence_output [B, S, H],
+                                                     encoder_outputs: per layer [B, S, H], default = pooled}
+  variables, trainable_variables, regularization_losses (empty): what hub.KerasLayer reads to fine-tune
+  signature serving_default: id dict -> pooled_output, sequence_output
+Both folders are written under a temporary name and renamed; the op check of the task exports applies.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+
+import tensorflow as tf
+
+from bert_keras.encoder import INPUT_NAMES
+from bert_keras.preprocessing.packer import pack_segments
+from savedmodels.ops import MIN_TF_SERVING, saved_model_op_types, unsupported_ops
+
+
+def _preprocessor_module(preprocessor, seq_length: int):
+    module = tf.__internal__.tracking.AutoTrackable()
+    module.layer = preprocessor
+    text_spec = tf.TensorSpec([None], tf.string, name="text")
+
+    def pack(tokenized_inputs, seq_length=seq_length):
+        return pack_segments(list(tokenized_inputs), preprocessor.cls_id, preprocessor.sep_id, seq_length,
+                             max(seq_length, preprocessor.max_seq_length), preprocessor.truncation,
+                             preprocessor.pad_id)
+
+    module.tokenize = tf.function(preprocessor.tokenize, input_signature=[text_spec])
+    module.bert_pack_inputs = tf.function(pack)
+    ragged = tf.RaggedTensorSpec([None, None], tf.int32, ragged_rank=1)
+    for k in (1, 2):
+        module.bert_pack_inputs.get_concrete_function([ragged] * k)
+        module.bert_pack_inputs.get_concrete_function([ragged] * k, seq_length=seq_length)
+    module.__call__ = tf.function(lambda text: pack([preprocessor.tokenize(text)]), input_signature=[text_spec])
+    return module, {"serving_default": module.__call__.get_concrete_function()}
+
+
+def _encoder_module(encoder):
+    module = tf.__internal__.tracking.AutoTrackable()
+    module.encoder = encoder
+    module.variables = list(encoder.variables)
+    module.trainable_variables = list(encoder.trainable_variables)
+    module.regularization_losses = []
+    spec = {n: tf.TensorSpec([None, None], tf.int32, name=n) for n in INPUT_NAMES}
+
+    def call(inputs, training=False):
+        out = encoder(inputs, training=training)
+        return {"pooled_output": out["pooled_output"], "sequence_output": out["sequence_output"],
+                "encoder_outputs": list(out["encoder_outputs"]), "default": out["pooled_output"]}
+
+    module.__call__ = tf.function(call)
+    for training in (False, True):
+        module.__call__.get_concrete_function(spec, training=training)
+    serve = tf.function(lambda inputs: {k: v for k, v in call(inputs).items()
+                                         if k in ("pooled_output", "sequence_output")}, input_signature=[spec])
+    return module, {"serving_default": serve.get_concrete_function()}
+
+
+def export_hub_style(encoder, preprocessor, out: str, seq_length: int = 128) -> dict:
+    """Writes <out>/preprocessor and <out>/encoder; returns their paths. Refuses to overwrite."""
+    paths = {"preprocessor": os.path.join(out, "preprocessor"), "encoder": os.path.join(out, "encoder")}
+    existing = [p for p in paths.values() if os.path.exists(p)]
+    if existing:
+        raise FileExistsError(f"{', '.join(existing)} exists: choose another output folder")
+    os.makedirs(out, exist_ok=True)
+    for name, make in (("preprocessor", lambda: _preprocessor_module(preprocessor, seq_length)),
+                       ("encoder", lambda: _encoder_module(encoder))):
+        module, signatures = make()
+        tmp = tempfile.mkdtemp(prefix=f".{name}.partial-", dir=out)
+        try:
+            tf.saved_model.save(module, tmp, signatures=signatures)
+            bad = unsupported_ops(saved_model_op_types(tmp))
+            if bad:
+                raise RuntimeError(f"the {name} uses op types the stock TF Serving {MIN_TF_SERVING} does not "
+                                   f"register: {sorted(bad)}")
+            os.rename(tmp, paths[name])
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+    return paths
