@@ -4,6 +4,7 @@ import os
 import pathlib
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")      # as bert_keras sets it (before TensorFlow loads)
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 

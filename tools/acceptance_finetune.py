@@ -48,6 +48,7 @@ import tempfile
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")      # as bert_keras sets it (before TensorFlow loads)
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

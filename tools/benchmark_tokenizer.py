@@ -22,6 +22,7 @@ import time
 
 os.environ.setdefault("RAYON_NUM_THREADS", "2")       # HF tokenizers' thread pool: both cores, like ours
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")      # as bert_keras sets it (before TensorFlow loads)
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
