@@ -7,6 +7,9 @@ _os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 # step took 22% less time here (tools/benchmark_finetune.py). Only effective if TensorFlow is not imported yet;
 # TF_ENABLE_ONEDNN_OPTS=0 keeps them off.
 _os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
+# TensorFlow's C++ INFO lines (e.g. "Local rendezvous is aborting ... End of sequence" after every tf.data pass)
+# read like errors in our CLI's output; warnings and errors still print. Set TF_CPP_MIN_LOG_LEVEL to override.
+_os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
 
 from bert_keras.config import PRESETS, BertConfig, preset_config  # noqa: E402
 from bert_keras.encoder import BertEncoder  # noqa: E402
