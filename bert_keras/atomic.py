@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import tempfile
@@ -41,3 +42,10 @@ def atomic_file(target: str):
         if os.path.exists(tmp):
             os.remove(tmp)
         raise
+
+
+def write_json(target: str, value, **dump_args) -> None:
+    """`value` as UTF-8 JSON at `target` (indent 1 unless given), written through atomic_file."""
+    dump_args.setdefault("indent", 1)
+    with atomic_file(target) as tmp, open(tmp, "w", encoding="utf-8") as f:
+        json.dump(value, f, **dump_args)

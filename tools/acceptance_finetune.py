@@ -205,9 +205,8 @@ def main(argv=None):
     report["difference_ours_minus_torch"] = {k: ours[k] - ref[k] for k in ref
                                              if k != "epoch" and isinstance(ref.get(k), float)
                                              and isinstance(ours.get(k), (int, float))}
-    with open(out + ".tmp", "w", encoding="utf-8") as f:
-        json.dump(report, f, indent=1)
-    os.replace(out + ".tmp", out)
+    from bert_keras.atomic import write_json
+    write_json(out, report)
     summary = {"ours": {k: v for k, v in ours.items() if isinstance(v, float)},
                "torch": {k: v for k, v in ref.items() if isinstance(v, float)},
                "difference": report["difference_ours_minus_torch"],

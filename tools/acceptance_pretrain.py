@@ -17,7 +17,6 @@ Writes benchmarks/results/acceptance_pretrain.json and .png.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import pathlib
 import subprocess
@@ -109,7 +108,7 @@ def main(argv=None) -> None:
     import tensorflow as tf
 
     from bert_keras import BertEncoder, preset_config
-    from bert_keras.atomic import atomic_file
+    from bert_keras.atomic import write_json
     from bert_keras.demo import minilm_folder
     from bert_keras.pretraining.dataset import records_dataset
     from bert_keras.tasks.pretrainer import BertPretrainer
@@ -150,9 +149,7 @@ def main(argv=None) -> None:
               "curves": results,
               "final_difference_ours_minus_keras_hub": {
                   k: results["bert_keras"][-1][k] - results["keras_hub"][-1][k] for k in ("mlm_loss", "mlm_accuracy")}}
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with atomic_file(args.out) as tmp, open(tmp, "w", encoding="utf-8") as f:
-        json.dump(report, f, indent=1)
+    write_json(args.out, report)
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

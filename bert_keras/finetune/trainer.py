@@ -15,13 +15,12 @@ The output folder holds, when it finishes:
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 
 import keras
 import tensorflow as tf
 
-from bert_keras.atomic import atomic_file
+from bert_keras.atomic import atomic_file, write_json
 
 
 @dataclasses.dataclass
@@ -221,5 +220,4 @@ def _save(model, preprocessor, config, task_info, metrics):
     preprocessing = {k: v for k, v in preprocessor.get_config().items()
                      if k in ("lower_case", "seq_length", "max_seq_length", "truncation")}
     for name, value in (("preprocessing.json", preprocessing), ("task.json", task_info), ("metrics.json", metrics)):
-        with atomic_file(os.path.join(out, name)) as tmp, open(tmp, "w", encoding="utf-8") as f:
-            json.dump(value, f, indent=1)
+        write_json(os.path.join(out, name), value)

@@ -17,7 +17,7 @@ import os
 
 import keras
 
-from bert_keras.atomic import atomic_file
+from bert_keras.atomic import atomic_file, write_json
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,8 +77,7 @@ class StepCheckpoint(keras.callbacks.Callback):
         tmp = os.path.join(self.folder, ".partial.weights.h5")   # Keras wants the .weights.h5 ending
         self.model.save_weights(tmp)
         os.replace(tmp, self.weights_path)
-        with atomic_file(os.path.join(self.folder, "state.json")) as tmp, open(tmp, "w", encoding="utf-8") as f:
-            json.dump({"step": (epoch + 1) * self.steps}, f)
+        write_json(os.path.join(self.folder, "state.json"), {"step": (epoch + 1) * self.steps}, indent=None)
 
 
 def pretrain(config: PretrainConfig) -> dict:
