@@ -16,12 +16,10 @@
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 
 import tensorflow as tf
 
-from bert_keras.atomic import atomic_file
+from bert_keras.atomic import atomic_directory, atomic_file
 from savedmodels import signatures as sig
 from savedmodels.method_names import set_method_names
 from savedmodels.ops import MIN_TF_SERVING, saved_model_op_types, unsupported_ops
@@ -64,6 +62,21 @@ def _warmup_records(path: str, model_name: str, signatures: list) -> None:
             writer.write(log.SerializeToString())
 
 
+def save_servable(module, target: str, signatures: dict, finish=None) -> None:
+    """tf.saved_model.save under a temporary name beside `target`, `finish(folder)` for extra files, the op
+    check, then a rename into place; on any error nothing is left behind."""
+    with atomic_directory(target) as tmp:
+        tf.saved_model.save(module, tmp, signatures=signatures)
+        if finish:
+            finish(tmp)
+        bad = unsupported_ops(saved_model_op_types(tmp))
+        if bad:
+            raise RuntimeError(f"{os.path.basename(target)}: the export uses op types the stock TF Serving "
+                               f"{MIN_TF_SERVING} does not register: {sorted(bad)}. Use only ops listed in "
+                               "savedmodels/data/ (TF core, TF.Text of that release), or serve with a model server "
+                               "that links them")
+
+
 def export_task_model(model, preprocessor, base_path: str, model_name: str, version: int | None = None,
                       task_info: dict | None = None, keras_file: bool = True) -> str:
     """Writes the version folder (and model.keras beside it); returns the version folder's path."""
@@ -78,22 +91,15 @@ def export_task_model(model, preprocessor, base_path: str, model_name: str, vers
     module.model, module.preprocessor = model, preprocessor
     functions = {s.name: tf.function(s.function, input_signature=s.specs).get_concrete_function()
                  for s in signatures}
-    tmp = tempfile.mkdtemp(prefix=f".{version}.partial-", dir=model_dir)     # not numeric: TF Serving skips it
-    try:
-        tf.saved_model.save(module, tmp, signatures=functions)
-        methods = {s.name: s.method for s in signatures if s.method != sig.PREDICT}
+    methods = {s.name: s.method for s in signatures if s.method != sig.PREDICT}
+
+    def finish(folder):
         if methods:
-            set_method_names(tmp, methods)
-        os.makedirs(os.path.join(tmp, "assets.extra"), exist_ok=True)
-        _warmup_records(os.path.join(tmp, "assets.extra", "tf_serving_warmup_requests"), model_name, signatures)
-        bad = unsupported_ops(saved_model_op_types(tmp))
-        if bad:
-            raise RuntimeError(f"the export uses op types the stock TF Serving {MIN_TF_SERVING} does not register: "
-                               f"{sorted(bad)}")
-        os.rename(tmp, final)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+            set_method_names(folder, methods)
+        os.makedirs(os.path.join(folder, "assets.extra"), exist_ok=True)
+        _warmup_records(os.path.join(folder, "assets.extra", "tf_serving_warmup_requests"), model_name, signatures)
+
+    save_servable(module, final, functions, finish)     # temp name ".N.partial-*": not numeric, TF Serving skips it
     if keras_file:
         with atomic_file(os.path.join(model_dir, "model.keras")) as path:
             model.save(path)

@@ -4,8 +4,8 @@ written against those (`hub.KerasLayer`, `tf.saved_model.load`).
 
 <out>/preprocessor/
   __call__(text [B] string) -> {input_word_ids, input_mask, input_type_ids} int32 [B, seq_length]
-  tokenize(text [B] string) -> RaggedTensor int32 [B, (tokens)]   (TF Hub's is [B, (words), (pieces)]; the
-                                                                    packer takes either after merge_dims)
+  tokenize(text [B] string) -> RaggedTensor int32 [B, (tokens)]   (TF Hub's is [B, (words), (pieces)]; code
+                                                                    that passes it on to bert_pack_inputs works as is)
   bert_pack_inputs([a] or [a, b] RaggedTensors [B, (tokens)], seq_length=<export's>) -> the id dict
   signature serving_default: text -> the id dict
 <out>/encoder/
@@ -13,20 +13,18 @@ written against those (`hub.KerasLayer`, `tf.saved_model.load`).
                                                      encoder_outputs: per layer [B, S, H], default = pooled}
   variables, trainable_variables, regularization_losses (empty): what hub.KerasLayer reads to fine-tune
   signature serving_default: id dict -> pooled_output, sequence_output
-Both folders are written under a temporary name and renamed; the op check of the task exports applies.
+Both folders are written by export.save_servable: temporary name, op check, rename.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 
 import tensorflow as tf
 
 from bert_keras.encoder import INPUT_NAMES
 from bert_keras.preprocessing.packer import pack_segments
-from savedmodels.ops import MIN_TF_SERVING, saved_model_op_types, unsupported_ops
+from savedmodels.export import save_servable
 
 
 def _preprocessor_module(preprocessor, seq_length: int):
@@ -80,15 +78,5 @@ def export_hub_style(encoder, preprocessor, out: str, seq_length: int = 128) -> 
     for name, make in (("preprocessor", lambda: _preprocessor_module(preprocessor, seq_length)),
                        ("encoder", lambda: _encoder_module(encoder))):
         module, signatures = make()
-        tmp = tempfile.mkdtemp(prefix=f".{name}.partial-", dir=out)
-        try:
-            tf.saved_model.save(module, tmp, signatures=signatures)
-            bad = unsupported_ops(saved_model_op_types(tmp))
-            if bad:
-                raise RuntimeError(f"the {name} uses op types the stock TF Serving {MIN_TF_SERVING} does not "
-                                   f"register: {sorted(bad)}")
-            os.rename(tmp, paths[name])
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
+        save_servable(module, paths[name], signatures)
     return paths
