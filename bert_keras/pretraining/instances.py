@@ -202,12 +202,12 @@ def mask_instances(features: dict, vocab: VocabIds, config: MaskingConfig, rng: 
     original = ids[where]
     masked = ids.copy()
     masked[where] = np.where(draw < 0.8, vocab.mask_id, np.where(keep < 0.5, original, random_ids))
-    positions = np.zeros((n, p), np.int64)                                 # chosen positions, ascending
+    positions = np.zeros((n, p), np.int64)                                 # chosen positions, ascending, 0-padded
     rank = np.cumsum(chosen, axis=1) - 1
     positions[where[0], rank[where]] = where[1]
     real = np.arange(p) < chosen.sum(axis=1)[:, None]
     return {**features, "input_ids": masked,
-            "masked_lm_positions": np.where(real, positions, 0).astype(np.int64),
+            "masked_lm_positions": positions,
             "masked_lm_ids": np.where(real, np.take_along_axis(ids, positions, axis=1), 0).astype(np.int64),
             "masked_lm_weights": real.astype(np.float32)}
 

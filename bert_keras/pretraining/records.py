@@ -29,8 +29,8 @@ def feature_spec(max_seq_length: int, max_predictions_per_seq: int) -> dict:
             "next_sentence_labels": tf.io.FixedLenFeature([1], tf.int64)}
 
 
-FEATURE_ORDER = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions", "masked_lm_ids",
-                 "masked_lm_weights", "next_sentence_labels")
+# Names in google-research's write order, with their dtypes: read off feature_spec, so the two cannot disagree.
+FEATURE_DTYPES = {name: spec.dtype for name, spec in feature_spec(1, 1).items()}
 
 
 def _encode(message: str, fields: dict) -> tf.Tensor:
@@ -44,8 +44,8 @@ def _encode(message: str, fields: dict) -> tf.Tensor:
 def _serialize(features: dict) -> tf.Tensor:
     n = tf.shape(features["input_ids"])[0]
     entries = []
-    for name in FEATURE_ORDER:
-        kind, dtype = ("float_list", tf.float32) if name == "masked_lm_weights" else ("int64_list", tf.int64)
+    for name, dtype in FEATURE_DTYPES.items():
+        kind = "float_list" if dtype == tf.float32 else "int64_list"
         values = _encode("tensorflow." + kind.title().replace("_", ""), {"value": tf.cast(features[name], dtype)})
         feature = _encode("tensorflow.Feature", {kind: values[:, None]})
         entries.append(_encode("tensorflow.Features.FeatureEntry",
@@ -59,7 +59,7 @@ def serialize_examples(features: dict, batch_size: int = 4096):
 
     Built by TF's encode_proto kernel (vectorized, not a Python object per record), batches in parallel in
     tf.data; the values are written as tf.train.Example's own serializer writes them (packed lists)."""
-    dataset = tf.data.Dataset.from_tensor_slices({k: features[k] for k in FEATURE_ORDER}).batch(batch_size)
+    dataset = tf.data.Dataset.from_tensor_slices({k: features[k] for k in FEATURE_DTYPES}).batch(batch_size)
     for batch in dataset.map(_serialize, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True):
         yield from batch.numpy().tolist()
 
