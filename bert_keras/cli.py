@@ -7,9 +7,8 @@ import json
 import os
 import sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")        # see bert_keras/__init__.py
+# The environment defaults (Keras backend, oneDNN, TensorFlow's log level) are set by bert_keras/__init__.py,
+# which Python runs before this module.
 
 
 class CommandError(Exception):
