@@ -11,7 +11,9 @@ residual stream, LayerNorm and softmax stay in float32; only the matmuls run in 
 from __future__ import annotations
 
 import keras
+import tensorflow as tf
 from keras import ops
+from tensorflow.python.ops import control_flow_util
 
 _PACKAGE = "bert_keras"
 
@@ -130,17 +132,19 @@ class TransformerBlock(keras.layers.Layer):
 
     def call(self, x, input_mask, training=False):
         b, s = ops.shape(x)[0], ops.shape(x)[1]
-        q = self._split_heads(self.query(x))
-        k = self._split_heads(self.key(x))
-        v = self._split_heads(self.value(x))
+        tokens = RealTokens(input_mask)             # the dense parts run on real tokens only (see RealTokens)
+        h = tokens.gather(x)                                        # [T, H]: T real tokens (or [B, S, H])
+        q = self._split_heads(tokens.scatter(self.query(h), b, s))
+        k = self._split_heads(tokens.scatter(self.key(h), b, s))
+        v = self._split_heads(tokens.scatter(self.value(h), b, s))
         scores = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2))) * (1.0 / self.head_size ** 0.5)  # [B, N, S, S]
         probs = ops.softmax(ops.cast(scores, "float32") + attention_bias(input_mask), axis=-1)            # float32
         probs = self.attention_probs_dropout(ops.cast(probs, v.dtype), training=training)
         context = ops.reshape(ops.transpose(ops.matmul(probs, v), (0, 2, 1, 3)), (b, s, self.hidden_size))
-        attended = self.output_dropout(self.attention_output(context), training=training)
-        x = self.attention_norm(x + ops.cast(attended, x.dtype))
-        ffn = self.output_dropout(self.output_dense(self.intermediate(x)), training=training)
-        return self.output_norm(x + ops.cast(ffn, x.dtype))
+        attended = self.output_dropout(self.attention_output(tokens.gather(context)), training=training)
+        h = self.attention_norm(h + ops.cast(attended, h.dtype))
+        ffn = self.output_dropout(self.output_dense(self.intermediate(h)), training=training)
+        return tokens.scatter(self.output_norm(h + ops.cast(ffn, h.dtype)), b, s)
 
     def get_config(self):
         return {**super().get_config(), "hidden_size": self.hidden_size,
@@ -148,6 +152,33 @@ class TransformerBlock(keras.layers.Layer):
                 "hidden_act": self.hidden_act, "hidden_dropout": self.hidden_dropout,
                 "attention_dropout": self.attention_dropout, "initializer_range": self.initializer_range,
                 "layer_norm_eps": self.layer_norm_eps}
+
+
+class RealTokens:
+    """Skips padding in the position-wise parts of a block (projections, feed-forward, LayerNorm): gather(x)
+    takes [B, S, C] to [T, C], the T real tokens; scatter(t, B, S) puts them back, zeros at padding. Real SST-2
+    batches are half padding, so this halves the work of a block; attention still sees [B, S] with the mask.
+
+    Under XLA (jit_compile, TPU) shapes must be static: there both are the identity and padding is computed,
+    as google-research does. Outputs at real positions are the same either way; at padding they are 0 here.
+    """
+
+    def __init__(self, input_mask):
+        self.index = None
+        if not control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph()):
+            self.index = tf.where(tf.reshape(input_mask, [-1]) > 0)             # [T, 1] into the flat B * S
+
+    def gather(self, x):
+        if self.index is None:
+            return x
+        return tf.gather_nd(tf.reshape(x, [-1, x.shape[-1]]), self.index)
+
+    def scatter(self, t, b, s):
+        if self.index is None:
+            return t
+        c = t.shape[-1]
+        flat = tf.scatter_nd(self.index, t, tf.stack([tf.cast(b * s, tf.int64), c]))
+        return tf.reshape(flat, [b, s, c])
 
 
 def attention_bias(input_mask):
