@@ -7,7 +7,10 @@ One run, one process (PyTorch in the same process):
 - ours: the SST-2 classifier exported by savedmodels.export (per-batch padding: longest sentence, multiple of 8),
   reloaded with tf.saved_model.load, `serving_default` called with raw strings;
 - fixed128: the same model exported with a preprocessor fixed at seq_length 128 (what TF Hub's BERT
-  preprocessors and most exports do);
+  preprocessors and most exports do); our encoder still skips the padding in its position-wise parts, so this
+  isolates what per-batch padding saves in attention;
+- garden128: the way TF Hub's BERT SavedModels serve: the same weights in the Model Garden's BertEncoder (which
+  computes all 128 positions) behind the fixed-128 preprocessor (needs tf-models-official, the [garden] extra);
 - torch: transformers BertTokenizerFast + BertForSequenceClassification on the same weights, padding="longest",
   softmax, under torch.inference_mode, at 1 thread and at TF's thread count, its best counted.
 Throughput in sentences/s at batch 1 and 32 over real SST-2 dev sentences, and gRPC latency (p50/p99) with 8
@@ -131,6 +134,47 @@ def torch_peer(folder: str, model):
     return run
 
 
+def garden_export(model, fixed, path: str) -> str | None:
+    """The same weights served the way TF Hub's BERT SavedModels are (they were exported from the Model Garden's
+    BertEncoder, which computes every one of the 128 positions): our fixed-128 preprocessor, Model Garden's
+    BertEncoder holding the encoder's weights (written as a google-research checkpoint and converted by the
+    Model Garden's own converter), our classifier's dense head. None when tf-models-official is not installed."""
+    try:
+        import tf_keras
+        from official.legacy.bert import configs
+        from official.modeling import tf_utils
+        from official.nlp.modeling import networks
+        from official.nlp.tools import tf2_bert_encoder_checkpoint_converter as converter
+    except ImportError:
+        return None
+    import tensorflow as tf
+
+    from bert_keras import save_google_checkpoint
+    c = model.encoder.config
+    prefix = save_google_checkpoint(model.encoder, os.path.join(path, "tf1"))
+    converter.convert_checkpoint(configs.BertConfig.from_json_file(os.path.join(path, "tf1", "bert_config.json")),
+                                 os.path.join(path, "tf2", "bert_model.ckpt"), prefix, checkpoint_model_name="encoder")
+    encoder = networks.BertEncoder(
+        vocab_size=c.vocab_size, hidden_size=c.hidden_size, num_layers=c.num_hidden_layers,
+        num_attention_heads=c.num_attention_heads, intermediate_size=c.intermediate_size,
+        activation=tf_utils.get_activation("gelu"), max_sequence_length=c.max_position_embeddings,
+        type_vocab_size=c.type_vocab_size, dropout_rate=0.0, attention_dropout_rate=0.0,
+        initializer=tf_keras.initializers.TruncatedNormal(stddev=0.02), dict_outputs=True)
+    tf.train.Checkpoint(encoder=encoder).read(
+        tf.train.latest_checkpoint(os.path.join(path, "tf2"))).assert_existing_objects_matched()
+    kernel, bias = (tf.constant(w) for w in model.get_layer("logits").get_weights())
+    module = tf.Module()
+    module.encoder, module.preprocessor = encoder, fixed
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
+    def serve(text):
+        pooled = encoder(fixed(text), training=False)["pooled_output"]
+        return {"probabilities": tf.nn.softmax(tf.matmul(pooled, kernel) + bias)}
+    out = os.path.join(path, "garden128")
+    tf.saved_model.save(module, out, signatures={"serving_default": serve})
+    return out
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", help="a `bert-keras finetune` output folder (default: MiniLM + a fresh head)")
@@ -156,9 +200,14 @@ def main(argv=None) -> None:
     work = tempfile.mkdtemp(prefix="benchmark_serving_")
     ours_path = export_task_model(model, pre, work, "ours", keras_file=False)
     fixed_path = export_task_model(model, fixed, work, "fixed128", keras_file=False)
+    exports = [("ours", ours_path), ("fixed128", fixed_path)]
+    garden_path = garden_export(model, fixed, work)
+    if garden_path:
+        exports.append(("garden128", garden_path))
     peers = {name: (lambda f: lambda b: f(text=tf.constant(b))["probabilities"].numpy())(
-        tf.saved_model.load(path).signatures["serving_default"])
-        for name, path in (("ours", ours_path), ("fixed128", fixed_path))}
+        tf.saved_model.load(path).signatures["serving_default"]) for name, path in exports}
+    garden_agreement = (float(np.abs(peers["ours"](texts[:32]) - peers["garden128"](texts[:32])).max())
+                        if garden_path else None)
     torch_run = torch_peer(hf_folder, model) if hf_folder else None
     if torch_run:
         peers["torch"] = torch_run
@@ -177,6 +226,8 @@ def main(argv=None) -> None:
                 row[name] = throughput(fn, texts, batch, budget)
             print(f"batch {batch:>3} {name:<9} {row[name]:8.1f} sentences/s", flush=True)
         row["ours_over_fixed128"] = row["ours"] / row["fixed128"]
+        if "garden128" in row:
+            row["ours_over_garden128"] = row["ours"] / row["garden128"]
         if "torch" in row:
             row["ours_over_torch"] = row["ours"] / row["torch"]
     latency = grpc_latency(os.path.join(work, "ours"), "ours", texts, clients=8, requests=20 if args.quick else 100)
@@ -186,6 +237,7 @@ def main(argv=None) -> None:
               "mean_words": float(np.mean([len(t.split()) for t in texts])), "model": args.model or "all-MiniLM-L6-v2",
               "throughput_sentences_per_second": results, "grpc": latency,
               "max_probability_difference_vs_torch": agreement if torch_run else None,
+              "max_probability_difference_vs_garden128": garden_agreement,
               "host": {"cpus": os.cpu_count(), "threads": threads, "python": platform.python_version(),
                        "tensorflow": tf.__version__}, "seconds_per_measurement": budget}
     write_json(args.out, report)
