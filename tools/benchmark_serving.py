@@ -140,26 +140,18 @@ def garden_export(model, fixed, path: str) -> str | None:
     BertEncoder holding the encoder's weights (written as a google-research checkpoint and converted by the
     Model Garden's own converter), our classifier's dense head. None when tf-models-official is not installed."""
     try:
-        import tf_keras
         from official.legacy.bert import configs
-        from official.modeling import tf_utils
-        from official.nlp.modeling import networks
         from official.nlp.tools import tf2_bert_encoder_checkpoint_converter as converter
     except ImportError:
         return None
     import tensorflow as tf
 
     from bert_keras import save_google_checkpoint
-    c = model.encoder.config
+    from bert_keras.checkpoints.garden import garden_bert_encoder
     prefix = save_google_checkpoint(model.encoder, os.path.join(path, "tf1"))
     converter.convert_checkpoint(configs.BertConfig.from_json_file(os.path.join(path, "tf1", "bert_config.json")),
                                  os.path.join(path, "tf2", "bert_model.ckpt"), prefix, checkpoint_model_name="encoder")
-    encoder = networks.BertEncoder(
-        vocab_size=c.vocab_size, hidden_size=c.hidden_size, num_layers=c.num_hidden_layers,
-        num_attention_heads=c.num_attention_heads, intermediate_size=c.intermediate_size,
-        activation=tf_utils.get_activation("gelu"), max_sequence_length=c.max_position_embeddings,
-        type_vocab_size=c.type_vocab_size, dropout_rate=0.0, attention_dropout_rate=0.0,
-        initializer=tf_keras.initializers.TruncatedNormal(stddev=0.02), dict_outputs=True)
+    encoder = garden_bert_encoder(model.encoder.config)
     tf.train.Checkpoint(encoder=encoder).read(
         tf.train.latest_checkpoint(os.path.join(path, "tf2"))).assert_existing_objects_matched()
     kernel, bias = (tf.constant(w) for w in model.get_layer("logits").get_weights())

@@ -72,3 +72,18 @@ def read_garden_checkpoint(prefix: str) -> dict:
                 value = value.reshape(-1)
             out[target] = value
     return out
+
+
+def garden_bert_encoder(config, dropout: float = 0.0):
+    """The Model Garden's own `BertEncoder` for a BertConfig (needs tf-models-official, the [garden] extra): the
+    network TF Hub's BERT SavedModels were exported from, used as a peer in tests and benchmarks. Read weights
+    into it with `tf.train.Checkpoint(encoder=...)` from a checkpoint converted by the Model Garden's converter."""
+    import tf_keras
+    from official.modeling import tf_utils
+    from official.nlp.modeling import networks
+    return networks.BertEncoder(
+        vocab_size=config.vocab_size, hidden_size=config.hidden_size, num_layers=config.num_hidden_layers,
+        num_attention_heads=config.num_attention_heads, intermediate_size=config.intermediate_size,
+        activation=tf_utils.get_activation(config.hidden_act), max_sequence_length=config.max_position_embeddings,
+        type_vocab_size=config.type_vocab_size, dropout_rate=dropout, attention_dropout_rate=dropout,
+        initializer=tf_keras.initializers.TruncatedNormal(stddev=config.initializer_range), dict_outputs=True)

@@ -37,16 +37,9 @@ def test_garden_checkpoint_imports_exactly(garden_checkpoint):
 
 def test_garden_bert_encoder_agrees_with_ours(garden_checkpoint):
     import tensorflow as tf
-    import tf_keras
-    from official.modeling import tf_utils
-    from official.nlp.modeling import networks
+    from bert_keras.checkpoints.garden import garden_bert_encoder
     encoder, folder = garden_checkpoint
-    garden = networks.BertEncoder(
-        vocab_size=CONFIG.vocab_size, hidden_size=CONFIG.hidden_size, num_layers=CONFIG.num_hidden_layers,
-        num_attention_heads=CONFIG.num_attention_heads, intermediate_size=CONFIG.intermediate_size,
-        activation=tf_utils.get_activation("gelu"), max_sequence_length=CONFIG.max_position_embeddings,
-        type_vocab_size=CONFIG.type_vocab_size, dropout_rate=0.0, attention_dropout_rate=0.0,
-        initializer=tf_keras.initializers.TruncatedNormal(stddev=0.02), dict_outputs=True)
+    garden = garden_bert_encoder(CONFIG)
     tf.train.Checkpoint(encoder=garden).read(tf.train.latest_checkpoint(str(folder))).assert_existing_objects_matched()
     rng = np.random.default_rng(0)
     x = {"input_word_ids": rng.integers(1, 60, (2, 10)).astype("int32"),
