@@ -5,7 +5,8 @@ Inputs (a dict, the TF Hub BERT names), each [B, S] int32:
   input_mask       1 for real tokens, 0 for padding.
   input_type_ids   segment of each token: 0 for the first, 1 for the second.
 Outputs (a dict):
-  sequence_output  [B, S, H] the last layer's vectors.
+  sequence_output  [B, S, H] the last layer's vectors; 0 at padding, which the blocks skip (layers.RealTokens;
+                   under XLA/TPU padding is computed and its values are arbitrary).
   pooled_output    [B, H]    tanh(dense([CLS] vector)): the sentence vector NSP was trained on.
   encoder_outputs  list of L tensors [B, S, H], every layer's output (the last equals sequence_output).
 """
