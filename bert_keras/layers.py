@@ -182,10 +182,12 @@ class RealTokens:
         return tf.reshape(flat, [b, s, c])
 
 
-def attention_bias(input_mask):
-    """[B, S] mask (1 = token, 0 = padding) -> [B, 1, 1, S] additive float32 bias (0 or -10000).
+def padding_bias(input_mask):
+    """[B, S] mask (1 = token, 0 = padding) -> [B, S] additive float32 bias (0 or -10000): a softmax over
+    positions gives padding weight exp(-10000) = 0. The -10000 is google-research/bert's."""
+    return (1.0 - ops.cast(input_mask, "float32")) * -10000.0
 
-    The -10000 is google-research/bert's: a masked key gets weight exp(-10000) = 0 after softmax.
-    """
-    padding = 1.0 - ops.cast(input_mask, "float32")
-    return ops.expand_dims(ops.expand_dims(padding, 1), 1) * -10000.0
+
+def attention_bias(input_mask):
+    """[B, S] mask -> [B, 1, 1, S]: padding_bias broadcast over heads and queries, so no key is padding."""
+    return ops.expand_dims(ops.expand_dims(padding_bias(input_mask), 1), 1)

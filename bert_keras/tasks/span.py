@@ -9,8 +9,8 @@ with per-batch padding its logits would make the loss and the n-best depend on t
 from __future__ import annotations
 
 import keras
-from keras import ops
 
+from bert_keras.layers import padding_bias
 from bert_keras.tasks.base import TaskModel, dense_head, id_inputs
 
 
@@ -19,6 +19,6 @@ class BertSpanLabeler(TaskModel):
     def __init__(self, encoder, name=None):
         inputs = id_inputs()
         logits = dense_head(2, encoder.config.initializer_range, "span_logits")(encoder(inputs)["sequence_output"])
-        padding = (1.0 - ops.cast(inputs["input_mask"], "float32")) * -10000.0                    # [B, S]
+        padding = padding_bias(inputs["input_mask"])                                              # [B, S]
         outputs = {"start_logits": logits[:, :, 0] + padding, "end_logits": logits[:, :, 1] + padding}
         super().__init__(inputs, outputs, encoder, name=name)
