@@ -42,6 +42,21 @@ def test_span_labeler_outputs_start_and_end_per_token(tmp_path):
     np.testing.assert_array_equal(again["end_logits"], out["end_logits"])
 
 
+def test_span_loss_does_not_depend_on_how_the_batch_was_padded():
+    # Per-batch padding makes the padded length depend on the other windows: the softmax over positions must
+    # give padding no weight, so 4 more padding positions leave the loss (and the real logits) unchanged.
+    model = BertSpanLabeler(BertEncoder(CONFIG))
+    x = _ids((2, 8))
+    longer = {k: np.pad(v, ((0, 0), (0, 4))) for k, v in x.items()}
+    labels = np.array([3, 5])
+    ce = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    a, b = model(x), model(longer)
+    for name in ("start_logits", "end_logits"):
+        np.testing.assert_allclose(np.asarray(b[name])[:, :8] * x["input_mask"], np.asarray(a[name]) * x["input_mask"],
+                                   atol=1e-5)
+        np.testing.assert_allclose(float(ce(labels, b[name])), float(ce(labels, a[name])), rtol=1e-6)
+
+
 def test_multiple_choice_scores_each_pair_alone_and_permutes_with_the_choices():
     model = BertMultipleChoice(BertEncoder(CONFIG))
     x = _ids((2, 4, 8))
