@@ -27,7 +27,7 @@ def create_pretraining_data(inputs: list[str], preprocessor, out: str, num_shard
                                 progress=_bar(len(documents) * config.dupe_factor, "documents", progress))
     paths = [f"{out}-{i:05d}-of-{num_shards:05d}.tfrecord" for i in range(num_shards)]
     write_records(features, paths)
-    return {"documents": len(documents), "sentences": sum(len(d) for d in documents),
+    return {"documents": len(documents), "sentences": sum(map(len, documents.lengths)),
             "instances": len(features["input_ids"]), "files": paths}
 
 

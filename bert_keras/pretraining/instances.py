@@ -23,8 +23,8 @@ same bytes.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
-import itertools
 import random
 
 import numpy as np
@@ -54,62 +54,72 @@ def read_documents(paths: list[str]) -> list[list[str]]:
     return documents
 
 
-def tokenize_documents(documents: list[list[str]], preprocessor, batch_size: int = 4096,
-                       progress=None) -> list[list[list[int]]]:
-    """Token ids of every sentence, tokenized in tf.data batches; empty documents and sentences dropped."""
+@dataclasses.dataclass
+class TokenizedDocuments:
+    """A corpus as token ids: every sentence's ids back to back (`tokens` [T] int32, documents in order) and each
+    document's sentence lengths (empty documents and sentences dropped). No Python list per sentence."""
+    tokens: np.ndarray
+    lengths: list[list[int]]
+
+    def __len__(self):
+        return len(self.lengths)
+
+
+def tokenize_documents(documents: list[list[str]], preprocessor, batch_size: int = 8192,
+                       progress=None) -> TokenizedDocuments:
+    """Every sentence tokenized by the model's own preprocessor (TF.Text kernels, `batch_size` lines a call)."""
     import tensorflow as tf
+    tokenize = tf.function(preprocessor.tokenize, input_signature=[tf.TensorSpec([None], tf.string)])
     lines = [s for d in documents for s in d]
-    ids = []
-    if lines:
-        dataset = tf.data.Dataset.from_tensor_slices(lines).batch(batch_size).map(
-            preprocessor.tokenize, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-        for batch in dataset:
-            flat, splits = batch.flat_values.numpy().tolist(), batch.row_splits.numpy().tolist()
-            ids.extend(flat[s:e] for s, e in zip(splits[:-1], splits[1:]))
-            if progress:
-                progress(len(splits) - 1)
-    out, k = [], 0
+    flat, sizes = [np.zeros(0, np.int32)], [np.zeros(0, np.int64)]
+    for first in range(0, len(lines), batch_size):
+        ids = tokenize(tf.constant(lines[first:first + batch_size]))
+        flat.append(ids.flat_values.numpy())
+        sizes.append(np.diff(ids.row_splits.numpy()))
+        if progress:
+            progress(len(sizes[-1]))
+    sizes = np.concatenate(sizes).tolist()
+    lengths, k = [], 0
     for d in documents:
-        sentences = [s for s in ids[k:k + len(d)] if s]
+        sentences = [n for n in sizes[k:k + len(d)] if n]
         k += len(d)
         if sentences:
-            out.append(sentences)
-    return out
+            lengths.append(sentences)
+    return TokenizedDocuments(np.concatenate(flat).astype(np.int32), lengths)
 
 
-def pairs_from_document(starts: list[list[int]], lengths: list[list[int]], index: int, config: MaskingConfig,
+def pairs_from_document(starts: list[list[int]], ends: list[list[int]], index: int, config: MaskingConfig,
                         rng: random.Random) -> list:
     """google-research's create_instances_from_document up to truncation, on sentence spans of the flat token
     array: [(A start, A length, B start, B length, is_random_next)]. A and B are each consecutive sentences of
-    one document, so each is one span; only sentence lengths are looked at here."""
-    document, sizes = starts[index], lengths[index]
+    one document, so each is one span; only sentence boundaries are looked at (`starts[d][i]`, `ends[d][i]`:
+    sentence i of document d is tokens[starts[d][i]:ends[d][i]])."""
+    document, stops = starts[index], ends[index]
+    draw = rng.random
     max_tokens = config.max_seq_length - 3
     target = max_tokens
-    if rng.random() < config.short_seq_prob:
-        target = rng.randint(2, max_tokens)
-    pairs, first, length, i = [], 0, 0, 0           # the chunk is sentences first..i of the document
-    while i < len(document):
-        length += sizes[i]
-        if i == len(document) - 1 or length >= target:
+    if draw() < config.short_seq_prob:
+        target = 2 + int(draw() * (max_tokens - 1))                     # randint(2, max_tokens)
+    pairs, first, i, n = [], 0, 0, len(document)           # the chunk is sentences first..i of the document
+    while i < n:
+        if i == n - 1 or stops[i] - document[first] >= target:
             chunk = i - first + 1
-            a_end = rng.randint(1, chunk - 1) if chunk >= 2 else 1
-            a_length = sum(sizes[first:first + a_end])
-            if chunk == 1 or rng.random() < 0.5:
+            a_end = 1 + int(draw() * (chunk - 1)) if chunk >= 2 else 1    # randint(1, chunk - 1)
+            a_start, a_length = document[first], stops[first + a_end - 1] - document[first]
+            if chunk == 1 or draw() < 0.5:
                 for _ in range(10):
-                    other = rng.randint(0, len(starts) - 1)
+                    other = int(draw() * len(starts))
                     if other != index:
                         break
-                j = rng.randint(0, len(starts[other]) - 1)
-                b_start, b_length = starts[other][j], 0
-                for size in lengths[other][j:]:
-                    b_length += size
-                    if b_length >= target - a_length:
-                        break
-                pairs.append((document[first], a_length, b_start, b_length, True))
+                j = int(draw() * len(starts[other]))
+                # B: sentences j.. of the other document until they reach target - a_length tokens
+                b_start, b_stops = starts[other][j], ends[other]
+                k = bisect.bisect_left(b_stops, b_start + target - a_length, lo=j)
+                pairs.append((a_start, a_length, b_start, b_stops[min(k, len(b_stops) - 1)] - b_start, 1))
                 i = first + a_end - 1                     # the unused sentences are put back
             else:
-                pairs.append((document[first], a_length, document[first + a_end], length - a_length, False))
-            first, length = i + 1, 0
+                pairs.append((a_start, a_length, stops[first + a_end - 1], stops[i] - a_start - a_length, 0))
+            first = i + 1
         i += 1
     return pairs
 
@@ -147,94 +157,105 @@ class VocabIds:
 def pack_pairs(tokens: np.ndarray, pairs: np.ndarray, vocab: VocabIds, config: MaskingConfig,
                rng: np.random.Generator) -> dict:
     """Pairs [N, 5] (spans of `tokens`, see pairs_from_document) -> truncated [CLS] A [SEP] B [SEP]:
-    input_ids, input_mask, segment_ids [N, S] and next_sentence_labels [N, 1], int64."""
+    input_ids, input_mask, segment_ids [N, S] int32 and next_sentence_labels [N, 1] int64."""
     a_drop, a_length, b_drop, b_length = truncate_pairs(pairs[:, 1], pairs[:, 3], config.max_seq_length - 3, rng)
     if (a_length < 1).any() or (b_length < 1).any():
         raise ValueError("a pretraining pair ended up with an empty segment: documents need at least two tokens "
                          "(google-research asserts the same)")
-    a_start, b_start = (pairs[:, 0] + a_drop)[:, None], (pairs[:, 2] + b_drop)[:, None]
-    a_length, b_length = a_length[:, None], b_length[:, None]
-    column = np.arange(config.max_seq_length)[None, :]
-    in_a = (column >= 1) & (column <= a_length)
+    at = np.int32 if len(tokens) < 2 ** 31 else np.int64               # positions in the corpus
+    a_start, b_start = (pairs[:, 0] + a_drop).astype(at)[:, None], (pairs[:, 2] + b_drop).astype(at)[:, None]
+    a_length, b_length = a_length.astype(np.int32)[:, None], b_length.astype(np.int32)[:, None]
+    column = np.arange(config.max_seq_length, dtype=np.int32)[None, :]
     b_first = a_length + 2
+    in_a = (column >= 1) & (column <= a_length)
     in_b = (column >= b_first) & (column < b_first + b_length)
-    index = np.where(in_a, a_start + column - 1, np.where(in_b, b_start + column - b_first, 0))
-    ids = np.where(in_a | in_b, tokens[index], 0)
-    ids = np.where(column == 0, vocab.cls_id, ids)
-    ids = np.where((column == a_length + 1) | (column == b_first + b_length), vocab.sep_id, ids)
+    index = np.where(in_a, a_start - 1, b_start - b_first) + column
+    ids = np.where(in_a | in_b, tokens[np.where(in_a | in_b, index, 0)], 0).astype(np.int32)
+    ids[:, 0] = vocab.cls_id
+    ids[np.arange(len(ids)), a_length[:, 0] + 1] = vocab.sep_id
     mask = column <= b_first + b_length
-    return {"input_ids": ids.astype(np.int64), "input_mask": mask.astype(np.int64),
-            "segment_ids": (mask & (column >= b_first)).astype(np.int64),
+    ids[np.arange(len(ids)), (b_first + b_length)[:, 0]] = vocab.sep_id
+    return {"input_ids": ids, "input_mask": mask.astype(np.int32),
+            "segment_ids": (mask & (column >= b_first)).astype(np.int32),
             "next_sentence_labels": pairs[:, 4:5].astype(np.int64)}
 
 
 def mask_instances(features: dict, vocab: VocabIds, config: MaskingConfig, rng: np.random.Generator) -> dict:
     """Masks every packed instance at once (the recipe in the module docstring); adds masked_lm_positions,
-    masked_lm_ids [N, P] int64 and masked_lm_weights [N, P] float32, 0-padded, positions ascending."""
+    masked_lm_ids [N, P] int32 and masked_lm_weights [N, P] float32, 0-padded, positions ascending."""
     ids = features["input_ids"]
     n, s = ids.shape
     p = config.max_predictions_per_seq
     candidate = features["input_mask"].astype(bool) & (ids != vocab.cls_id) & (ids != vocab.sep_id)
     starts = candidate
     if config.whole_word_mask:                  # a "##" piece with a candidate before it continues that word
-        before = np.cumsum(candidate, axis=1) - candidate > 0
+        before = np.cumsum(candidate, axis=1, dtype=np.int32) - candidate > 0
         starts = candidate & ~(vocab.continuation[ids] & before)
-    word = np.cumsum(starts, axis=1) - 1                                   # word index of each candidate
-    words = starts.sum(axis=1)
+    word = np.cumsum(starts, axis=1, dtype=np.int32) - 1                  # word index of each candidate
+    words = word[:, -1] + 1
     flat_word = (np.arange(n)[:, None] * s + word)[candidate]
     sizes = np.bincount(flat_word, minlength=n * s).reshape(n, s)          # [N, word] pieces per word
-    keys = np.where(np.arange(s) < words[:, None], rng.random((n, s)), np.inf)
-    order = np.argsort(keys, axis=1, kind="stable")                       # words in random order
-    ordered = np.take_along_axis(sizes, order, axis=1)
+    keys = rng.random((n, s))                                              # words in random key order
+    keys[np.arange(s)[None] >= words[:, None]] = np.inf
     num_to_predict = np.minimum(p, np.maximum(1, np.rint(features["input_mask"].sum(1) * config.masked_lm_prob)))
     count = np.zeros(n, np.int64)
-    taken = np.zeros((n, s), bool)
-    for r in range(int(words.max(initial=0))):      # google's loop, one rank at a time for all instances
-        take = (ordered[:, r] > 0) & (count + ordered[:, r] <= num_to_predict)
-        count += np.where(take, ordered[:, r], 0)
-        taken[:, r] = take
     chosen_words = np.zeros((n, s), bool)
-    np.put_along_axis(chosen_words, order, taken, axis=1)
+    rows = np.arange(n)
+    # google's loop, one rank at a time for all instances: the first `top` ranks come from a partial sort (a
+    # row takes at most p words, more ranks are needed only where whole words were skipped); rows still open
+    # after them get the full order.
+    top = min(s, 2 * p)
+    order = np.argpartition(keys, top - 1, axis=1)[:, :top] if top < s else np.arange(s)[None].repeat(n, 0)
+    order = np.take_along_axis(order, np.argsort(np.take_along_axis(keys, order, axis=1), axis=1), axis=1)
+    for r in range(s):
+        if r == top:
+            rows = np.nonzero((count < num_to_predict) & (words > top))[0]
+            order = np.argsort(keys[rows], axis=1)
+        if r >= top and len(rows) == 0 or not (count[rows] < num_to_predict[rows]).any():
+            break
+        w = order[:, r]
+        size = sizes[rows, w]
+        take = (size > 0) & (count[rows] + size <= num_to_predict[rows])
+        count[rows] += np.where(take, size, 0)
+        chosen_words[rows, w] |= take
     chosen = candidate & np.take_along_axis(chosen_words, np.maximum(word, 0), axis=1)
-    where = np.nonzero(chosen)
-    k = len(where[0])
+    row, column = np.nonzero(chosen)                                       # row-major: positions ascending
+    k = len(row)
     draw, keep, random_ids = rng.random(k), rng.random(k), rng.integers(0, vocab.size, k)
-    original = ids[where]
+    original = ids[row, column]
     masked = ids.copy()
-    masked[where] = np.where(draw < 0.8, vocab.mask_id, np.where(keep < 0.5, original, random_ids))
-    positions = np.zeros((n, p), np.int64)                                 # chosen positions, ascending, 0-padded
-    rank = np.cumsum(chosen, axis=1) - 1
-    positions[where[0], rank[where]] = where[1]
-    real = np.arange(p) < chosen.sum(axis=1)[:, None]
-    return {**features, "input_ids": masked,
-            "masked_lm_positions": positions,
-            "masked_lm_ids": np.where(real, np.take_along_axis(ids, positions, axis=1), 0).astype(np.int64),
-            "masked_lm_weights": real.astype(np.float32)}
+    masked[row, column] = np.where(draw < 0.8, vocab.mask_id, np.where(keep < 0.5, original, random_ids))
+    per_row = np.bincount(row, minlength=n)
+    rank = np.arange(k) - np.repeat(np.cumsum(per_row) - per_row, per_row)  # index among the row's positions
+    positions = np.zeros((n, p), np.int32)                                 # chosen positions, 0-padded
+    labels = np.zeros((n, p), np.int32)
+    positions[row, rank], labels[row, rank] = column, original
+    return {**features, "input_ids": masked, "masked_lm_positions": positions, "masked_lm_ids": labels,
+            "masked_lm_weights": (np.arange(p) < per_row[:, None]).astype(np.float32)}
 
 
-def create_instances(documents: list[list[list[int]]], vocab_tokens: list[str], config: MaskingConfig,
+def create_instances(documents: TokenizedDocuments, vocab_tokens: list[str], config: MaskingConfig,
                      seed: int = 12345, progress=None) -> dict:
     """All instances of `dupe_factor` passes over the tokenized documents, shuffled, as google-research's
     features: {name: array [N, ...]} (see records.feature_spec)."""
     rng = random.Random(seed)
-    documents = list(documents)
-    rng.shuffle(documents)
     vocab = VocabIds(vocab_tokens)
-    lengths = [[len(s) for s in d] for d in documents]
-    tokens = np.fromiter(itertools.chain.from_iterable(s for d in documents for s in d), np.int64,
-                         sum(map(sum, lengths)))
-    ends = np.cumsum([n for d in lengths for n in d]).tolist()
-    starts, k = [], 0
-    for d in lengths:
-        starts.append([e - n for e, n in zip(ends[k:k + len(d)], d)])
+    ends = np.cumsum([n for d in documents.lengths for n in d]).tolist()
+    starts, stops, k = [], [], 0
+    for d in documents.lengths:
+        stops.append(ends[k:k + len(d)])
+        starts.append([e - n for e, n in zip(stops[-1], d)])
         k += len(d)
+    order = list(range(len(starts)))                       # documents shuffled
+    rng.shuffle(order)
+    starts, stops = [starts[i] for i in order], [stops[i] for i in order]
     pairs = []
     for _ in range(config.dupe_factor):
-        for index in range(len(documents)):
-            pairs.extend(pairs_from_document(starts, lengths, index, config, rng))
+        for index in range(len(starts)):
+            pairs.extend(pairs_from_document(starts, stops, index, config, rng))
             if progress:
                 progress(1)
-    rng.shuffle(pairs)
     np_rng = np.random.default_rng(seed)
-    features = pack_pairs(tokens, np.array(pairs, np.int64).reshape(-1, 5), vocab, config, np_rng)
+    pairs = np.array(pairs, np.int64).reshape(-1, 5)[np_rng.permutation(len(pairs))]
+    features = pack_pairs(documents.tokens, pairs, vocab, config, np_rng)
     return mask_instances(features, vocab, config, np_rng)

@@ -5,8 +5,9 @@ Features (all fixed length; int64 unless noted), exactly run_pretraining.py's `n
   masked_lm_positions, masked_lm_ids        [max_predictions_per_seq] 0-padded
   masked_lm_weights                         [max_predictions_per_seq] float32, 1.0 real / 0.0 padding
   next_sentence_labels                      [1]                       1 = B is a random next sentence
-Instances go round-robin over the output shards, as google-research writes them; each shard is written to a
-temporary name and renamed, so a reader never sees a partial file.
+Records are encoded in NumPy (example_proto.py). Instances go round-robin over the output shards, as
+google-research writes them; each shard is written to a temporary name and renamed, so a reader never sees a
+partial file.
 """
 
 from __future__ import annotations
@@ -15,9 +16,11 @@ import contextlib
 import glob
 import os
 
+import numpy as np
 import tensorflow as tf
 
 from bert_keras.atomic import atomic_file
+from bert_keras.pretraining.example_proto import encode_examples
 
 
 def feature_spec(max_seq_length: int, max_predictions_per_seq: int) -> dict:
@@ -29,39 +32,24 @@ def feature_spec(max_seq_length: int, max_predictions_per_seq: int) -> dict:
             "next_sentence_labels": tf.io.FixedLenFeature([1], tf.int64)}
 
 
-# Names in google-research's write order, with their dtypes: read off feature_spec, so the two cannot disagree.
+# Names in google-research's order, with their dtypes: read off feature_spec, so the two cannot disagree.
 FEATURE_DTYPES = {name: spec.dtype for name, spec in feature_spec(1, 1).items()}
-
-
-def _encode(message: str, fields: dict) -> tf.Tensor:
-    """One proto per row: fields {name: [N, k] tensor}, every value present (sizes all k)."""
-    names = list(fields)
-    values = [fields[n] for n in names]
-    sizes = tf.stack([tf.fill([tf.shape(v)[0]], tf.shape(v)[1]) for v in values], axis=1)
-    return tf.io.encode_proto(sizes, values, names, message)
-
-
-def _serialize(features: dict) -> tf.Tensor:
-    n = tf.shape(features["input_ids"])[0]
-    entries = []
-    for name, dtype in FEATURE_DTYPES.items():
-        kind = "float_list" if dtype == tf.float32 else "int64_list"
-        values = _encode("tensorflow." + kind.title().replace("_", ""), {"value": tf.cast(features[name], dtype)})
-        feature = _encode("tensorflow.Feature", {kind: values[:, None]})
-        entries.append(_encode("tensorflow.Features.FeatureEntry",
-                               {"key": tf.fill([n, 1], name), "value": feature[:, None]}))
-    return _encode("tensorflow.Example",
-                   {"features": _encode("tensorflow.Features", {"feature": tf.stack(entries, axis=1)})[:, None]})
 
 
 def serialize_examples(features: dict, batch_size: int = 4096):
     """{name: array [N, k]} -> the N serialized tf.train.Example protos (bytes), in order, as an iterator.
 
-    Built by TF's encode_proto kernel (vectorized, not a Python object per record), batches in parallel in
-    tf.data; the values are written as tf.train.Example's own serializer writes them (packed lists)."""
-    dataset = tf.data.Dataset.from_tensor_slices({k: features[k] for k in FEATURE_DTYPES}).batch(batch_size)
-    for batch in dataset.map(_serialize, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True):
-        yield from batch.numpy().tolist()
+    Encoded in NumPy a batch at a time (example_proto.encode_examples: the wire format written directly, not a
+    Python object per record); the bytes equal protobuf's own deterministic serialization."""
+    features = {name: np.asarray(features[name], np.float32 if dtype == tf.float32 else None)
+                for name, dtype in FEATURE_DTYPES.items()}
+    n = len(features["input_ids"])
+    for first in range(0, n, batch_size):
+        data, ends = encode_examples({k: v[first:first + batch_size] for k, v in features.items()})
+        data, start = data.tobytes(), 0
+        for end in ends.tolist():
+            yield data[start:end]
+            start = end
 
 
 def write_records(features: dict, paths: list[str]) -> None:

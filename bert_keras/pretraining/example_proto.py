@@ -1,0 +1,107 @@
+"""tf.train.Example protos of fixed-length features, encoded for a whole batch at once in NumPy.
+
+Why: protobuf's Python objects cost ~40 us a record and TF's encode_proto kernel nests five messages deep; this is
+the wire format written directly, ~20x faster than either. The layout (tensorflow/core/example/example.proto and
+feature.proto; tag byte = field number << 3 | 2, "length-delimited"):
+
+  Example   = 0A len(Features) Features                               features = 1
+  Features  = for each feature, keys sorted: 0A len(Entry) Entry      map<string, Feature> feature = 1
+  Entry     = 0A len(key) key 12 len(Feature) Feature                 key = 1, value = 2
+  Feature   = 1A len(List) List (int64_list = 3) or 12 len(List) List (float_list = 2)
+  List      = 0A len(packed) packed, or nothing when there are no values   repeated value = 1 [packed]
+  packed    = int64: varints (7 bits a byte, low group first, high bit set while more follow; a negative value
+              is its 64-bit two's complement, 10 bytes); float32: 4 little-endian bytes each
+
+Keys sorted is what protobuf's deterministic serializer writes, so the bytes equal
+`tf.train.Example(...).SerializeToString(deterministic=True)` (tests/pretraining check it); readers accept any order.
+
+Each record is one row of a [N, W] byte matrix with a keep mask: a varint gets its widest size in the batch as
+columns and masks the ones it does not use. The kept bytes read row by row are the records back to back.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+def _unsigned(values: np.ndarray) -> tuple[np.ndarray, int]:
+    """int64 values as unsigned (negatives become their two's complement), narrowed to uint32 when they fit;
+    and the largest."""
+    u = np.asarray(values, np.int64).view(np.uint64)
+    top = int(u.max(initial=0))
+    return (u.astype(np.uint32) if top < 2 ** 32 else u), top
+
+
+def _sizes(u: np.ndarray, top: int) -> np.ndarray:
+    size = np.ones(u.shape, np.int64)
+    for k in range(1, (top.bit_length() + 6) // 7):
+        size += u >= (1 << 7 * k)
+    return size
+
+
+def varint_sizes(values: np.ndarray) -> np.ndarray:
+    """Bytes of each int64's varint, same shape: 1 below 128, 2 below 2**14, ..., 10 for negatives."""
+    return _sizes(*_unsigned(values))
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        out.append((value & 0x7F) | (0x80 if value > 0x7F else 0))
+        value >>= 7
+        if not value:
+            return bytes(out)
+
+
+def _varint_columns(values: np.ndarray):
+    """[N] or [N, k] int64 -> (bytes [N, k * W] uint8, keep [N, k * W] bool): W = the widest varint."""
+    n = len(values)
+    u, top = _unsigned(values)
+    width = max(1, (top.bit_length() + 6) // 7)
+    if width == 1:                                          # every value below 128: its own byte
+        return u.astype(np.uint8).reshape(n, -1), np.ones((n, u[0].size if n else 0), bool)
+    size = _sizes(u, top)[..., None]
+    j = np.arange(width, dtype=u.dtype)
+    groups = ((u[..., None] >> (j * u.dtype.type(7))) & u.dtype.type(0x7F)).astype(np.uint8)
+    groups |= (j < size - 1).astype(np.uint8) << np.uint8(7)
+    return groups.reshape(n, -1), (j < size).reshape(n, -1)
+
+
+def _constant(n: int, data: bytes):
+    row = np.frombuffer(data, np.uint8)
+    return np.broadcast_to(row, (n, len(row))), np.ones((n, len(row)), bool)
+
+
+def encode_examples(features: dict) -> tuple[np.ndarray, np.ndarray]:
+    """{name: [N, k] array} (float32 -> float_list, any integer dtype -> int64_list) -> (the N serialized
+    tf.train.Example protos back to back as uint8 [total bytes], end offset of each [N] int64)."""
+    names = sorted(features)
+    n = len(features[names[0]])
+    blocks, features_size = [], np.zeros(n, np.int64)
+    for name in names:
+        values = np.asarray(features[name])
+        if values.ndim != 2 or len(values) != n:
+            raise ValueError(f"feature {name!r} has shape {values.shape}: each feature must be [{n}, k]")
+        if values.dtype == np.float32:
+            tag = b"\x12"
+            packed = _constant(n, b"") if values.shape[1] == 0 else (
+                np.ascontiguousarray(values.astype("<f4")).view(np.uint8).reshape(n, -1),
+                np.ones((n, 4 * values.shape[1]), bool))
+        elif np.issubdtype(values.dtype, np.integer):
+            tag = b"\x1a"
+            packed = _constant(n, b"") if values.shape[1] == 0 else _varint_columns(values)
+        else:
+            raise ValueError(f"feature {name!r} is {values.dtype}: int64_list takes integers, float_list float32")
+        packed_size = packed[1].sum(axis=1)
+        lists = ([] if values.shape[1] == 0 else [_constant(n, b"\x0a"), _varint_columns(packed_size), packed])
+        list_size = packed_size + (0 if values.shape[1] == 0 else 1 + varint_sizes(packed_size))
+        feature_size = 1 + varint_sizes(list_size) + list_size
+        key = name.encode()
+        entry_size = 2 + len(_varint(len(key))) + len(key) + varint_sizes(feature_size) + feature_size
+        blocks += [_constant(n, b"\x0a"), _varint_columns(entry_size),
+                   _constant(n, b"\x0a" + _varint(len(key)) + key + b"\x12"), _varint_columns(feature_size),
+                   _constant(n, tag), _varint_columns(list_size), *lists]
+        features_size += 1 + varint_sizes(entry_size) + entry_size
+    blocks = [_constant(n, b"\x0a"), _varint_columns(features_size)] + blocks
+    data = np.concatenate([b for b, _ in blocks], axis=1)
+    keep = np.concatenate([k for _, k in blocks], axis=1)
+    return data[keep], np.cumsum(keep.sum(axis=1))
