@@ -130,21 +130,29 @@ class TransformerBlock(keras.layers.Layer):
         b, s = ops.shape(x)[0], ops.shape(x)[1]
         return ops.transpose(ops.reshape(x, (b, s, self.num_attention_heads, self.head_size)), (0, 2, 1, 3))
 
-    def call(self, x, input_mask, training=False):
+    def call(self, x, input_mask, training=False, cls_only=False):
+        """cls_only: only position 0 ([CLS]) queries, and only its row goes through the output projection,
+        LayerNorms and feed-forward: -> [B, 1, H], all a pooled output needs (Model Garden's output_range=1)."""
         b, s = ops.shape(x)[0], ops.shape(x)[1]
         tokens = RealTokens(input_mask)             # the dense parts run on real tokens only (see RealTokens)
         h = tokens.gather(x)                                        # [T, H]: T real tokens (or [B, S, H])
-        q = self._split_heads(tokens.scatter(self.query(h), b, s))
+        queries = x[:, :1] if cls_only else tokens.scatter(self.query(h), b, s)
+        q = self._split_heads(self.query(queries) if cls_only else queries)              # [B, N, Sq, D]
         k = self._split_heads(tokens.scatter(self.key(h), b, s))
         v = self._split_heads(tokens.scatter(self.value(h), b, s))
-        scores = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2))) * (1.0 / self.head_size ** 0.5)  # [B, N, S, S]
+        scores = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2))) * (1.0 / self.head_size ** 0.5)  # [B, N, Sq, S]
         probs = ops.softmax(ops.cast(scores, "float32") + attention_bias(input_mask), axis=-1)            # float32
         probs = self.attention_probs_dropout(ops.cast(probs, v.dtype), training=training)
-        context = ops.reshape(ops.transpose(ops.matmul(probs, v), (0, 2, 1, 3)), (b, s, self.hidden_size))
-        attended = self.output_dropout(self.attention_output(tokens.gather(context)), training=training)
+        context = ops.reshape(ops.transpose(ops.matmul(probs, v), (0, 2, 1, 3)), (b, -1, self.hidden_size))
+        if cls_only:
+            h, context = x[:, 0], context[:, 0]                                              # [B, H]
+        else:
+            context = tokens.gather(context)
+        attended = self.output_dropout(self.attention_output(context), training=training)
         h = self.attention_norm(h + ops.cast(attended, h.dtype))
         ffn = self.output_dropout(self.output_dense(self.intermediate(h)), training=training)
-        return tokens.scatter(self.output_norm(h + ops.cast(ffn, h.dtype)), b, s)
+        out = self.output_norm(h + ops.cast(ffn, h.dtype))
+        return out[:, None] if cls_only else tokens.scatter(out, b, s)
 
     def get_config(self):
         return {**super().get_config(), "hidden_size": self.hidden_size,

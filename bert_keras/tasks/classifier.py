@@ -19,7 +19,7 @@ class BertClassifier(TaskModel):
         if label_names is not None and len(label_names) != num_classes:
             raise ValueError(f"{len(label_names)} label_names for {num_classes} classes: give one name per class")
         inputs = id_inputs()
-        pooled = encoder(inputs)["pooled_output"]
+        pooled = encoder(inputs, pooled_only=True)
         logits = dense_head(num_classes, encoder.config.initializer_range, "logits")(
             keras.layers.Dropout(dropout, name="head_dropout")(pooled))
         super().__init__(inputs, logits, encoder, name=name, num_classes=num_classes, dropout=dropout,

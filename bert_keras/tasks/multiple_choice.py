@@ -33,7 +33,7 @@ class UnfoldChoices(keras.layers.Layer):
 class BertMultipleChoice(TaskModel):
     def __init__(self, encoder, dropout: float = 0.1, name=None):
         inputs = id_inputs(rank=3)
-        pooled = encoder(FoldChoices(name="fold_choices")(inputs))["pooled_output"]
+        pooled = encoder(FoldChoices(name="fold_choices")(inputs), pooled_only=True)
         scores = dense_head(1, encoder.config.initializer_range, "choice_score")(
             keras.layers.Dropout(dropout, name="head_dropout")(pooled))
         logits = UnfoldChoices(name="unfold_choices")(scores, inputs["input_word_ids"])

@@ -17,6 +17,9 @@ def test_minilm_matches_pytorch_transformers_to_1e_5(minilm_dir):
     assert np.abs((np.asarray(out["sequence_output"]) - ref["sequence_output"]) * mask).max() <= 1e-5
     assert np.abs((np.asarray(out["encoder_outputs"][2]) - ref["layer_3_output"]) * mask).max() <= 1e-5
     assert np.abs(np.asarray(out["pooled_output"]) - ref["pooled_output"]).max() <= 1e-5
+    # the classification heads' path: only [CLS] is computed in the last layer
+    pooled = encoder({k: ref[k] for k in ("input_word_ids", "input_mask", "input_type_ids")}, pooled_only=True)
+    assert np.abs(np.asarray(pooled) - ref["pooled_output"]).max() <= 1e-5
 
 
 def test_keras_hub_converter_agrees_given_exact_gelu(minilm_dir):

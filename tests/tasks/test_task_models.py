@@ -81,3 +81,18 @@ def test_classifier_learns_a_token_presence_rule():
     history = model.fit(x, labels, epochs=8, batch_size=32, verbose=0)
     assert history.history["loss"][-1] < 0.5 * history.history["loss"][0]
     assert history.history["accuracy"][-1] > 0.9
+
+
+def test_pooled_heads_keep_the_encoder_as_one_saved_node(tmp_path):
+    """The classifier and multiple-choice heads call `encoder(inputs, pooled_only=True)` (only [CLS] in the last
+    layer); the encoder must stay one node, so their weights keep the layout earlier versions saved
+    (layers/bert_encoder/...) and those files still load."""
+    import zipfile
+
+    import h5py
+    model = BertClassifier(BertEncoder(CONFIG), num_classes=2)
+    model.save(tmp_path / "c.keras")
+    with zipfile.ZipFile(tmp_path / "c.keras") as z:
+        z.extract("model.weights.h5", tmp_path)
+    with h5py.File(tmp_path / "model.weights.h5") as f:
+        assert "layers/bert_encoder/layers/transformer_block/vars" in f
