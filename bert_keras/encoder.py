@@ -9,6 +9,8 @@ Outputs (a dict):
                    under XLA/TPU padding is computed and its values are arbitrary).
   pooled_output    [B, H]    tanh(dense([CLS] vector)): the sentence vector NSP was trained on.
   encoder_outputs  list of L tensors [B, S, H], every layer's output (the last equals sequence_output).
+`encoder(inputs, pooled_only=True)` returns pooled_output [B, H] alone, the last layer computing only [CLS]: what
+the classification and multiple-choice heads use.
 """
 
 from __future__ import annotations
