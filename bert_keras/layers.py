@@ -136,8 +136,7 @@ class TransformerBlock(keras.layers.Layer):
         b, s = ops.shape(x)[0], ops.shape(x)[1]
         tokens = RealTokens(input_mask)             # the dense parts run on real tokens only (see RealTokens)
         h = tokens.gather(x)                                        # [T, H]: T real tokens (or [B, S, H])
-        queries = x[:, :1] if cls_only else tokens.scatter(self.query(h), b, s)
-        q = self._split_heads(self.query(queries) if cls_only else queries)              # [B, N, Sq, D]
+        q = self._split_heads(self.query(x[:, :1]) if cls_only else tokens.scatter(self.query(h), b, s))  # Sq = 1|S
         k = self._split_heads(tokens.scatter(self.key(h), b, s))
         v = self._split_heads(tokens.scatter(self.value(h), b, s))
         scores = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2))) * (1.0 / self.head_size ** 0.5)  # [B, N, Sq, S]

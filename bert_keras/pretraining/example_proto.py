@@ -1,7 +1,8 @@
 """tf.train.Example protos of fixed-length features, encoded for a whole batch at once in NumPy.
 
-Why: protobuf's Python objects cost ~40 us a record and TF's encode_proto kernel nests five messages deep; this is
-the wire format written directly, ~20x faster than either. The layout (tensorflow/core/example/example.proto and
+Why: a protobuf Python object per record is slow, and TF's encode_proto kernel has to nest five messages; this
+writes the wire format directly (writing 28,533 pretraining records: 1.01 s with encode_proto, ~0.3 s with this,
+TFRecord framing included). The layout (tensorflow/core/example/example.proto and
 feature.proto; tag byte = field number << 3 | 2, "length-delimited"):
 
   Example   = 0A len(Features) Features                               features = 1
@@ -22,6 +23,7 @@ columns and masks the ones it does not use. The kept bytes read row by row are t
 from __future__ import annotations
 
 import numpy as np
+
 
 def _unsigned(values: np.ndarray) -> tuple[np.ndarray, int]:
     """int64 values as unsigned (negatives become their two's complement), narrowed to uint32 when they fit;

@@ -85,7 +85,7 @@ def tokenize_documents(documents: list[list[str]], preprocessor, batch_size: int
         k += len(d)
         if sentences:
             lengths.append(sentences)
-    return TokenizedDocuments(np.concatenate(flat).astype(np.int32), lengths)
+    return TokenizedDocuments(np.concatenate(flat).astype(np.int32, copy=False), lengths)
 
 
 def pairs_from_document(starts: list[list[int]], ends: list[list[int]], index: int, config: MaskingConfig,
@@ -173,8 +173,8 @@ def pack_pairs(tokens: np.ndarray, pairs: np.ndarray, vocab: VocabIds, config: M
     ids = np.where(in_a | in_b, tokens[np.where(in_a | in_b, index, 0)], 0).astype(np.int32)
     ids[:, 0] = vocab.cls_id
     ids[np.arange(len(ids)), a_length[:, 0] + 1] = vocab.sep_id
-    mask = column <= b_first + b_length
     ids[np.arange(len(ids)), (b_first + b_length)[:, 0]] = vocab.sep_id
+    mask = column <= b_first + b_length
     return {"input_ids": ids, "input_mask": mask.astype(np.int32),
             "segment_ids": (mask & (column >= b_first)).astype(np.int32),
             "next_sentence_labels": pairs[:, 4:5].astype(np.int64)}
@@ -205,13 +205,16 @@ def mask_instances(features: dict, vocab: VocabIds, config: MaskingConfig, rng: 
     # row takes at most p words, more ranks are needed only where whole words were skipped); rows still open
     # after them get the full order.
     top = min(s, 2 * p)
-    order = np.argpartition(keys, top - 1, axis=1)[:, :top] if top < s else np.arange(s)[None].repeat(n, 0)
-    order = np.take_along_axis(order, np.argsort(np.take_along_axis(keys, order, axis=1), axis=1), axis=1)
+    if top < s:
+        order = np.argpartition(keys, top - 1, axis=1)[:, :top]
+        order = np.take_along_axis(order, np.argsort(np.take_along_axis(keys, order, axis=1), axis=1), axis=1)
+    else:
+        order = np.argsort(keys, axis=1)
     for r in range(s):
         if r == top:
             rows = np.nonzero((count < num_to_predict) & (words > top))[0]
             order = np.argsort(keys[rows], axis=1)
-        if r >= top and len(rows) == 0 or not (count[rows] < num_to_predict[rows]).any():
+        if not (count[rows] < num_to_predict[rows]).any():         # every row full (or none left open)
             break
         w = order[:, r]
         size = sizes[rows, w]
