@@ -34,7 +34,8 @@ class BertPreprocessor(keras.layers.Layer):
         super().__init__(**kwargs)
         self._convert_input_args = False            # strings pass through untouched
         self._allow_non_tensor_positional_args = True
-        self.vocab = load_vocab(vocab)
+        # A plain attribute: Keras would wrap the list and track each of its ~30k strings (~30 ms a layer).
+        object.__setattr__(self, "vocab", load_vocab(vocab))
         check_casing(self.vocab, lower_case)
         if truncation not in TRUNCATIONS:
             raise ValueError(f"truncation must be one of {TRUNCATIONS}, got {truncation!r}")

@@ -22,6 +22,8 @@ columns and masks the ones it does not use. The kept bytes read row by row are t
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 
@@ -61,11 +63,29 @@ def _varint_columns(values: np.ndarray):
     width = max(1, (top.bit_length() + 6) // 7)
     if width == 1:                                          # every value below 128: its own byte
         return u.astype(np.uint8).reshape(n, -1), np.ones((n, u[0].size if n else 0), bool)
+    if width <= 3 and top < max(1 << 16, u.size):           # token ids: one gather from a table of every value
+        data, keep = _varint_table((1 << top.bit_length()) - 1)  # cached: one table per bit length
+        return data[u].view(np.uint8).reshape(n, -1), keep[u].view(bool).reshape(n, -1)
     size = _sizes(u, top)[..., None]
     j = np.arange(width, dtype=u.dtype)
     groups = ((u[..., None] >> (j * u.dtype.type(7))) & u.dtype.type(0x7F)).astype(np.uint8)
     groups |= (j < size - 1).astype(np.uint8) << np.uint8(7)
     return groups.reshape(n, -1), (j < size).reshape(n, -1)
+
+
+@functools.lru_cache(maxsize=8)
+def _varint_table(top: int) -> tuple[np.ndarray, np.ndarray]:
+    """The varints of 0..top (< 2**21, so at most 3 bytes) as 4 bytes each, low byte first, in uint32 ("<u4")
+    entries; and the same entries' keep masks (byte k is 1 when the varint has a k-th byte). Four bytes, not
+    three: a [N, k] gather of uint32 viewed as bytes is ~4x faster than cutting a fourth byte off."""
+    v = np.arange(top + 1, dtype=np.uint32)
+    data, keep = np.zeros(len(v), "<u4"), np.zeros(len(v), "<u4")
+    for k in range(3):
+        more = v >= np.uint32(1 << 7 * (k + 1))
+        data |= (((v >> np.uint32(7 * k)) & np.uint32(0x7F)) | (more.astype(np.uint32) << np.uint32(7))) \
+            << np.uint32(8 * k)
+        keep |= (v >= np.uint32((1 << 7 * k) if k else 0)).astype(np.uint32) << np.uint32(8 * k)
+    return data, keep
 
 
 def _constant(n: int, data: bytes):
@@ -93,7 +113,7 @@ def encode_examples(features: dict) -> tuple[np.ndarray, np.ndarray]:
             packed = _constant(n, b"") if values.shape[1] == 0 else _varint_columns(values)
         else:
             raise ValueError(f"feature {name!r} is {values.dtype}: int64_list takes integers, float_list float32")
-        packed_size = packed[1].sum(axis=1)
+        packed_size = packed[1].view(np.uint8).sum(axis=1, dtype=np.int64)
         lists = ([] if values.shape[1] == 0 else [_constant(n, b"\x0a"), _varint_columns(packed_size), packed])
         list_size = packed_size + (0 if values.shape[1] == 0 else 1 + varint_sizes(packed_size))
         feature_size = 1 + varint_sizes(list_size) + list_size
@@ -106,4 +126,5 @@ def encode_examples(features: dict) -> tuple[np.ndarray, np.ndarray]:
     blocks = [_constant(n, b"\x0a"), _varint_columns(features_size)] + blocks
     data = np.concatenate([b for b, _ in blocks], axis=1)
     keep = np.concatenate([k for _, k in blocks], axis=1)
-    return data[keep], np.cumsum(keep.sum(axis=1))
+    # np.compress on the flat arrays: ~4x faster than boolean indexing with a 2-D mask
+    return np.compress(keep.reshape(-1), data.reshape(-1)), np.cumsum(keep.view(np.uint8).sum(axis=1, dtype=np.int64))

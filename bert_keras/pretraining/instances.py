@@ -25,7 +25,10 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import functools
+import os
 import random
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -67,17 +70,25 @@ class TokenizedDocuments:
 
 def tokenize_documents(documents: list[list[str]], preprocessor, batch_size: int = 8192,
                        progress=None) -> TokenizedDocuments:
-    """Every sentence tokenized by the model's own preprocessor (TF.Text kernels, `batch_size` lines a call)."""
+    """Every sentence tokenized by the model's own preprocessor: TF.Text kernels, `batch_size` lines a call.
+
+    The calls run eagerly on a thread per core (TF runs an eager op without the GIL): no tf.function to trace
+    (~0.2 s, as long as tokenizing ~50k sentences) and both cores busy, where a traced graph keeps one of
+    them idle except while its two routes (wordpiece.py) overlap."""
     import tensorflow as tf
-    tokenize = tf.function(preprocessor.tokenize, input_signature=[tf.TensorSpec([None], tf.string)])
+
+    def tokenize(first):
+        ids = preprocessor.tokenize(tf.constant(lines[first:first + batch_size]))
+        return ids.flat_values.numpy(), np.diff(ids.row_splits.numpy())
+
     lines = [s for d in documents for s in d]
     flat, sizes = [np.zeros(0, np.int32)], [np.zeros(0, np.int64)]
-    for first in range(0, len(lines), batch_size):
-        ids = tokenize(tf.constant(lines[first:first + batch_size]))
-        flat.append(ids.flat_values.numpy())
-        sizes.append(np.diff(ids.row_splits.numpy()))
-        if progress:
-            progress(len(sizes[-1]))
+    with ThreadPoolExecutor(min(4, os.cpu_count() or 1)) as pool:
+        for ids, lengths in pool.map(tokenize, range(0, len(lines), batch_size)):
+            flat.append(ids)
+            sizes.append(lengths)
+            if progress:
+                progress(len(lengths))
     sizes = np.concatenate(sizes).tolist()
     lengths, k = [], 0
     for d in documents:
@@ -145,13 +156,16 @@ class VocabIds:
     tokens: list[str]
 
     def __post_init__(self):
-        index = {t: i for i, t in enumerate(self.tokens)}
-        missing = [t for t in ("[CLS]", "[SEP]", "[MASK]") if t not in index]
+        missing = [t for t in ("[CLS]", "[SEP]", "[MASK]") if t not in self.tokens]
         if missing:
             raise ValueError(f"the vocabulary has no {', '.join(missing)}: pretraining needs BERT's special tokens")
-        self.cls_id, self.sep_id, self.mask_id = index["[CLS]"], index["[SEP]"], index["[MASK]"]
+        self.cls_id, self.sep_id, self.mask_id = (self.tokens.index(t) for t in ("[CLS]", "[SEP]", "[MASK]"))
         self.size = len(self.tokens)
-        self.continuation = np.array([t.startswith("##") for t in self.tokens])
+
+    @functools.cached_property
+    def continuation(self) -> np.ndarray:
+        """[V] bool: the token is a "##" piece (whole-word masking only)."""
+        return np.array([t.startswith("##") for t in self.tokens])
 
 
 def pack_pairs(tokens: np.ndarray, pairs: np.ndarray, vocab: VocabIds, config: MaskingConfig,
@@ -185,7 +199,6 @@ def mask_instances(features: dict, vocab: VocabIds, config: MaskingConfig, rng: 
     masked_lm_ids [N, P] int32 and masked_lm_weights [N, P] float32, 0-padded, positions ascending."""
     ids = features["input_ids"]
     n, s = ids.shape
-    p = config.max_predictions_per_seq
     candidate = features["input_mask"].astype(bool) & (ids != vocab.cls_id) & (ids != vocab.sep_id)
     starts = candidate
     if config.whole_word_mask:                  # a "##" piece with a candidate before it continues that word
@@ -193,17 +206,63 @@ def mask_instances(features: dict, vocab: VocabIds, config: MaskingConfig, rng: 
         starts = candidate & ~(vocab.continuation[ids] & before)
     word = np.cumsum(starts, axis=1, dtype=np.int32) - 1                  # word index of each candidate
     words = word[:, -1] + 1
+    num_to_predict = np.minimum(config.max_predictions_per_seq,
+                                np.maximum(1, np.rint(features["input_mask"].sum(1) * config.masked_lm_prob)))
+    if config.whole_word_mask:
+        chosen_words = _choose_whole_words(candidate, word, words, num_to_predict, config, rng)
+    else:                                       # every word is one token: google's loop takes the first k
+        chosen_words = _choose_k_of_n(np.minimum(num_to_predict, words).astype(np.int64), words, s, rng)
+    chosen = candidate & np.take_along_axis(chosen_words, np.maximum(word, 0), axis=1)
+    row, column = np.nonzero(chosen)                                       # row-major: positions ascending
+    k = len(row)
+    p = config.max_predictions_per_seq
+    draw, keep, random_ids = rng.random(k), rng.random(k), rng.integers(0, vocab.size, k)
+    original = ids[row, column]
+    masked = ids.copy()
+    masked[row, column] = np.where(draw < 0.8, vocab.mask_id, np.where(keep < 0.5, original, random_ids))
+    per_row = np.bincount(row, minlength=n)
+    rank = np.arange(k) - np.repeat(np.cumsum(per_row) - per_row, per_row)  # index among the row's positions
+    positions = np.zeros((n, p), np.int32)                                 # chosen positions, 0-padded
+    labels = np.zeros((n, p), np.int32)
+    positions[row, rank], labels[row, rank] = column, original
+    return {**features, "input_ids": masked, "masked_lm_positions": positions, "masked_lm_ids": labels,
+            "masked_lm_weights": (np.arange(p) < per_row[:, None]).astype(np.float32)}
+
+
+def _choose_k_of_n(k: np.ndarray, n: np.ndarray, width: int, rng: np.random.Generator) -> np.ndarray:
+    """A uniformly random k[i]-subset of 0..n[i]-1 for every row i at once -> [rows, width] bool.
+
+    The first k of a random order, as google-research's shuffle-and-take gives for one-token words, drawn by
+    Floyd's algorithm (for j = n-k .. n-1: take a random t in 0..j, or j itself when t is taken already): k
+    steps over all rows instead of a sort of every row."""
+    rows = np.arange(len(k))
+    chosen = np.zeros((len(k), width), bool)
+    draws = rng.random((int(k.max(initial=0)), len(k)))
+    for step, u in enumerate(draws):
+        live = rows[step < k]
+        j = n[live] - k[live] + step
+        t = (u[live] * (j + 1)).astype(np.int64)                          # 0..j
+        t = np.where(chosen[live, t], j, t)
+        chosen[live, t] = True
+    return chosen
+
+
+def _choose_whole_words(candidate, word, words, num_to_predict, config: MaskingConfig,
+                        rng: np.random.Generator) -> np.ndarray:
+    """google-research's whole-word loop for every row at once: words (pieces counted) in random order, each
+    taken while it fits num_to_predict, a word that would overflow it skipped -> [N, S] bool by word index."""
+    n, s = candidate.shape
+    p = config.max_predictions_per_seq
     flat_word = (np.arange(n)[:, None] * s + word)[candidate]
     sizes = np.bincount(flat_word, minlength=n * s).reshape(n, s)          # [N, word] pieces per word
     keys = rng.random((n, s))                                              # words in random key order
     keys[np.arange(s)[None] >= words[:, None]] = np.inf
-    num_to_predict = np.minimum(p, np.maximum(1, np.rint(features["input_mask"].sum(1) * config.masked_lm_prob)))
     count = np.zeros(n, np.int64)
     chosen_words = np.zeros((n, s), bool)
     rows = np.arange(n)
-    # google's loop, one rank at a time for all instances: the first `top` ranks come from a partial sort (a
-    # row takes at most p words, more ranks are needed only where whole words were skipped); rows still open
-    # after them get the full order.
+    # One rank at a time for all instances: the first `top` ranks come from a partial sort (a row takes at most
+    # p words, more ranks are needed only where whole words were skipped); rows still open after them get the
+    # full order.
     top = min(s, 2 * p)
     if top < s:
         order = np.argpartition(keys, top - 1, axis=1)[:, :top]
@@ -221,20 +280,7 @@ def mask_instances(features: dict, vocab: VocabIds, config: MaskingConfig, rng: 
         take = (size > 0) & (count[rows] + size <= num_to_predict[rows])
         count[rows] += np.where(take, size, 0)
         chosen_words[rows, w] |= take
-    chosen = candidate & np.take_along_axis(chosen_words, np.maximum(word, 0), axis=1)
-    row, column = np.nonzero(chosen)                                       # row-major: positions ascending
-    k = len(row)
-    draw, keep, random_ids = rng.random(k), rng.random(k), rng.integers(0, vocab.size, k)
-    original = ids[row, column]
-    masked = ids.copy()
-    masked[row, column] = np.where(draw < 0.8, vocab.mask_id, np.where(keep < 0.5, original, random_ids))
-    per_row = np.bincount(row, minlength=n)
-    rank = np.arange(k) - np.repeat(np.cumsum(per_row) - per_row, per_row)  # index among the row's positions
-    positions = np.zeros((n, p), np.int32)                                 # chosen positions, 0-padded
-    labels = np.zeros((n, p), np.int32)
-    positions[row, rank], labels[row, rank] = column, original
-    return {**features, "input_ids": masked, "masked_lm_positions": positions, "masked_lm_ids": labels,
-            "masked_lm_weights": (np.arange(p) < per_row[:, None]).astype(np.float32)}
+    return chosen_words
 
 
 def create_instances(documents: TokenizedDocuments, vocab_tokens: list[str], config: MaskingConfig,

@@ -254,3 +254,22 @@ def test_whole_word_masking_fills_the_budget_past_the_partial_sort():
         second = chosen[[row[i] for i in chosen].index(5)]
         assert second - 1 in chosen                                # its first piece is masked with it
     assert 5 <= two <= 40                                          # 900 / 45 = 20 expected
+
+
+def test_masking_picks_a_uniform_subset_of_the_candidates():
+    """Without whole words, google's loop masks the first num_to_predict candidates of a random order: every
+    candidate (not [CLS]/[SEP]/padding) equally likely, exactly num_to_predict of them."""
+    from bert_keras.pretraining.instances import MaskingConfig, VocabIds, mask_instances
+    vocab = VocabIds(["[PAD]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(20)])
+    n, s = 6000, 24
+    row = [1] + list(range(4, 14)) + [2] + list(range(14, 24)) + [2]       # 21 candidates, 23 tokens
+    features = {"input_ids": np.array([row + [0]] * n), "input_mask": np.array([[1] * 23 + [0]] * n),
+                "segment_ids": np.zeros((n, s), np.int64), "next_sentence_labels": np.zeros((n, 1), np.int64)}
+    config = MaskingConfig(max_seq_length=s, max_predictions_per_seq=5, masked_lm_prob=0.15)
+    out = mask_instances(features, vocab, config, np.random.default_rng(0))
+    k = round(23 * 0.15)                                                   # 3
+    assert (out["masked_lm_weights"].sum(1) == k).all()
+    counts = collections.Counter(out["masked_lm_positions"][:, :k].reshape(-1).tolist())
+    assert set(counts) == set(range(1, 11)) | set(range(12, 22))
+    expected = n * k / 21                                                  # ~857 each, sd ~28
+    assert all(abs(c - expected) < 5 * expected ** 0.5 for c in counts.values()), counts
