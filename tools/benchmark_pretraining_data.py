@@ -266,12 +266,12 @@ def run_ours(path, vocab_path, dupe_factor, seed, out):
     times["tokenize"] = time.perf_counter() - t
     config = MaskingConfig(dupe_factor=dupe_factor)
     t = time.perf_counter()
-    instances = create_instances(documents, list(preprocessor.vocab), config, seed)
+    instances = create_instances(documents, list(preprocessor.vocab), config, seed)    # the sentence-level loop
     times["instances"] = time.perf_counter() - t
     t = time.perf_counter()
-    write_records(instances, [out])
+    write_records(instances, [out])                  # truncation and masking happen here, a batch at a time
     times["write"] = time.perf_counter() - t
-    return times, len(instances["input_ids"])
+    return times, instances.num_instances
 
 
 def default_corpus(folder: str) -> str:

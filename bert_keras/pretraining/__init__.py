@@ -23,12 +23,12 @@ def create_pretraining_data(inputs: list[str], preprocessor, out: str, num_shard
     if len(documents) < 2:
         raise ValueError(f"{len(documents)} non-empty document(s) in {', '.join(inputs)}: next-sentence "
                          "prediction needs at least two (separate documents by a blank line)")
-    features = create_instances(documents, list(preprocessor.vocab), config, seed,
-                                progress=_bar(len(documents) * config.dupe_factor, "documents", progress))
+    instances = create_instances(documents, list(preprocessor.vocab), config, seed,
+                                 progress=_bar(len(documents) * config.dupe_factor, "documents", progress))
     paths = [f"{out}-{i:05d}-of-{num_shards:05d}.tfrecord" for i in range(num_shards)]
-    write_records(features, paths)
+    write_records(instances, paths)
     return {"documents": len(documents), "sentences": sum(map(len, documents.lengths)),
-            "instances": len(features["input_ids"]), "files": paths}
+            "instances": instances.num_instances, "files": paths}
 
 
 def _bar(total: int, unit: str, show: bool):

@@ -16,9 +16,9 @@ own BertPreprocessor in tf.data (batched TF.Text kernels, not a Python tokenizer
   [MASK] 80%, itself 10%, a random vocabulary id 10%.
 The sentence-level steps (chunking, A/B split, random next) follow google-research's loop with one
 `random.Random(seed)`, looking only at sentence lengths: A and B are spans of one flat token array. Truncation
-and masking, the per-token work, run on every instance at once in NumPy (`np.random.default_rng(seed)`): the
-same distributions with other draws, so for a given seed the instances are not google's script's. Same seed,
-same bytes.
+and masking, the per-token work, run on a batch of instances at a time in NumPy (InstanceBatches; batch b
+draws from `np.random.default_rng([seed, b])`): the same distributions with other draws, so for a given seed
+the instances are not google's script's. Same seed, same bytes.
 """
 
 from __future__ import annotations
@@ -26,11 +26,11 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import functools
-import os
 import random
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+
+from bert_keras.pretraining.parallel import ordered_map
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,12 +83,11 @@ def tokenize_documents(documents: list[list[str]], preprocessor, batch_size: int
 
     lines = [s for d in documents for s in d]
     flat, sizes = [np.zeros(0, np.int32)], [np.zeros(0, np.int64)]
-    with ThreadPoolExecutor(min(4, os.cpu_count() or 1)) as pool:
-        for ids, lengths in pool.map(tokenize, range(0, len(lines), batch_size)):
-            flat.append(ids)
-            sizes.append(lengths)
-            if progress:
-                progress(len(lengths))
+    for ids, lengths in ordered_map(tokenize, range(0, len(lines), batch_size)):
+        flat.append(ids)
+        sizes.append(lengths)
+        if progress:
+            progress(len(lengths))
     sizes = np.concatenate(sizes).tolist()
     lengths, k = [], 0
     for d in documents:
@@ -283,12 +282,11 @@ def _choose_whole_words(candidate, word, words, num_to_predict, config: MaskingC
     return chosen_words
 
 
-def create_instances(documents: TokenizedDocuments, vocab_tokens: list[str], config: MaskingConfig,
-                     seed: int = 12345, progress=None) -> dict:
-    """All instances of `dupe_factor` passes over the tokenized documents, shuffled, as google-research's
-    features: {name: array [N, ...]} (see records.feature_spec)."""
+def create_pairs(documents: TokenizedDocuments, config: MaskingConfig, seed: int = 12345,
+                 progress=None) -> np.ndarray:
+    """The sentence-level half of the recipe: documents shuffled, `dupe_factor` passes of pairs_from_document,
+    all pairs shuffled -> [N, 5] int64 (A start, A length, B start, B length, is_random_next)."""
     rng = random.Random(seed)
-    vocab = VocabIds(vocab_tokens)
     ends = np.cumsum([n for d in documents.lengths for n in d]).tolist()
     starts, stops, k = [], [], 0
     for d in documents.lengths:
@@ -304,7 +302,46 @@ def create_instances(documents: TokenizedDocuments, vocab_tokens: list[str], con
             pairs.extend(pairs_from_document(starts, stops, index, config, rng))
             if progress:
                 progress(1)
-    np_rng = np.random.default_rng(seed)
-    pairs = np.array(pairs, np.int64).reshape(-1, 5)[np_rng.permutation(len(pairs))]
-    features = pack_pairs(documents.tokens, pairs, vocab, config, np_rng)
-    return mask_instances(features, vocab, config, np_rng)
+    pairs = np.array(pairs, np.int64).reshape(-1, 5)
+    return pairs[np.random.default_rng(seed).permutation(len(pairs))]
+
+
+class InstanceBatches:
+    """All instances of a corpus as google-research's features, made a batch at a time: `batches[b]` is
+    {name: array [<= batch_size, ...]} (see records.feature_spec) for instances b * batch_size.., packed and
+    masked when asked for. Only the pairs [N, 5] are kept, never every instance, so memory grows by 40 bytes an
+    instance. Batch b draws from its own generator (seed, b): batches made in any order, or on several threads
+    at once, are the same, and the same seed gives the same bytes."""
+
+    def __init__(self, documents: TokenizedDocuments, vocab_tokens: list[str], config: MaskingConfig,
+                 seed: int = 12345, batch_size: int = 4096, progress=None):
+        self.tokens, self.config, self.seed, self.batch_size = documents.tokens, config, seed, batch_size
+        self.vocab = VocabIds(vocab_tokens)
+        self.pairs = create_pairs(documents, config, seed, progress)
+
+    @property
+    def num_instances(self) -> int:
+        return len(self.pairs)
+
+    def __len__(self) -> int:
+        return -(-len(self.pairs) // self.batch_size)
+
+    def __getitem__(self, b: int) -> dict:
+        if not 0 <= b < len(self):
+            raise IndexError(f"batch {b} of {len(self)}")
+        rng = np.random.default_rng([self.seed, b])
+        pairs = self.pairs[b * self.batch_size:(b + 1) * self.batch_size]
+        features = pack_pairs(self.tokens, pairs, self.vocab, self.config, rng)
+        return mask_instances(features, self.vocab, self.config, rng)
+
+    def all(self) -> dict:
+        """Every instance at once, {name: array [N, ...]}."""
+        batches = [self[b] for b in range(len(self))]
+        return {k: np.concatenate([batch[k] for batch in batches]) for k in batches[0]}
+
+
+def create_instances(documents: TokenizedDocuments, vocab_tokens: list[str], config: MaskingConfig,
+                     seed: int = 12345, progress=None) -> InstanceBatches:
+    """All instances of `dupe_factor` passes over the tokenized documents, shuffled, as batches of google-research's
+    features (InstanceBatches; `.all()` for one dict of arrays)."""
+    return InstanceBatches(documents, vocab_tokens, config, seed, progress=progress)

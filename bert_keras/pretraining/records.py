@@ -15,13 +15,13 @@ from __future__ import annotations
 import contextlib
 import glob
 import os
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import tensorflow as tf
 
 from bert_keras.atomic import atomic_file
 from bert_keras.pretraining.example_proto import encode_examples
+from bert_keras.pretraining.parallel import ordered_map
 
 
 def feature_spec(max_seq_length: int, max_predictions_per_seq: int) -> dict:
@@ -37,34 +37,38 @@ def feature_spec(max_seq_length: int, max_predictions_per_seq: int) -> dict:
 FEATURE_DTYPES = {name: spec.dtype for name, spec in feature_spec(1, 1).items()}
 
 
-def serialize_examples(features: dict, batch_size: int = 4096):
-    """{name: array [N, k]} -> the N serialized tf.train.Example protos (bytes), in order, as an iterator.
+def serialize_examples(batches, batch_size: int = 4096):
+    """Instances -> their serialized tf.train.Example protos (bytes), in order, as an iterator. `batches`: a
+    sequence of {name: array [n, k]} (InstanceBatches, made on demand), or one such dict (cut in `batch_size`).
 
-    Encoded in NumPy a batch at a time (example_proto.encode_examples: the wire format written directly, not a
-    Python object per record), on a thread per core: NumPy's array work runs without the GIL, so the next
+    Each batch is made and encoded in NumPy (example_proto.encode_examples: the wire format written directly,
+    not a Python object per record) on a thread per core: NumPy's array work runs without the GIL, so the next
     batches encode while the caller writes this one. The bytes equal protobuf's own deterministic serialization."""
-    features = {name: np.asarray(features[name], np.float32 if dtype == tf.float32 else None)
-                for name, dtype in FEATURE_DTYPES.items()}
-    n = len(features["input_ids"])
+    if isinstance(batches, dict):
+        n = len(batches["input_ids"])
+        whole = batches
+        batches = [{k: v[first:first + batch_size] for k, v in whole.items()} for first in range(0, n, batch_size)]
 
-    def encode(first):
-        data, ends = encode_examples({k: v[first:first + batch_size] for k, v in features.items()})
+    def encode(b):
+        features = batches[b]
+        data, ends = encode_examples({name: np.asarray(features[name], np.float32 if dtype == tf.float32 else None)
+                                      for name, dtype in FEATURE_DTYPES.items()})
         return data.tobytes(), ends.tolist()
 
-    with ThreadPoolExecutor(min(4, os.cpu_count() or 1)) as pool:
-        for data, ends in pool.map(encode, range(0, n, batch_size)):
-            start = 0
-            for end in ends:
-                yield data[start:end]
-                start = end
+    for data, ends in ordered_map(encode, range(len(batches))):
+        start = 0
+        for end in ends:
+            yield data[start:end]
+            start = end
 
 
-def write_records(features: dict, paths: list[str]) -> None:
-    """Instances ({name: array [N, ...]}, see create_instances) -> records, round-robin over `paths`."""
+def write_records(batches, paths: list[str]) -> None:
+    """Instances (InstanceBatches or one {name: array [N, ...]}, see serialize_examples) -> records,
+    round-robin over `paths` (instance k to shard k % len(paths), as google-research writes them)."""
     with contextlib.ExitStack() as stack:            # every shard renamed into place on success, removed on error
         writers = [tf.io.TFRecordWriter(stack.enter_context(atomic_file(p))) for p in paths]
         try:
-            for k, record in enumerate(serialize_examples(features)):
+            for k, record in enumerate(serialize_examples(batches)):
                 writers[k % len(paths)].write(record)
         finally:
             for writer in writers:

@@ -273,3 +273,20 @@ def test_masking_picks_a_uniform_subset_of_the_candidates():
     assert set(counts) == set(range(1, 11)) | set(range(12, 22))
     expected = n * k / 21                                                  # ~857 each, sd ~28
     assert all(abs(c - expected) < 5 * expected ** 0.5 for c in counts.values()), counts
+
+
+def test_instance_batches_do_not_depend_on_the_order_they_are_made_in(minilm_vocab):
+    """Batches are made on worker threads in whatever order they finish; each draws from its own generator."""
+    from bert_keras.preprocessing import BertPreprocessor
+    from bert_keras.pretraining import MaskingConfig, create_instances, read_documents, tokenize_documents
+    pre = BertPreprocessor(minilm_vocab)
+    documents = tokenize_documents(read_documents([CORPUS]), pre)
+    config = MaskingConfig(max_seq_length=SEQ, max_predictions_per_seq=PRED, dupe_factor=2)
+    batches = create_instances(documents, pre.vocab, config, seed=3)
+    batches.batch_size = 16
+    assert len(batches) > 3
+    backwards = [batches[b] for b in reversed(range(len(batches)))][::-1]
+    forwards = batches.all()
+    for name, values in forwards.items():
+        np.testing.assert_array_equal(np.concatenate([b[name] for b in backwards]), values)
+    assert len(forwards["input_ids"]) == batches.num_instances
