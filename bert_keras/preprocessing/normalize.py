@@ -32,6 +32,8 @@ PUNCTUATION_AFTER_ACCENT_STRIPPING = r"\x{1FEF}\x{2260}\x{226E}\x{226F}"
 DROPPED = r"[\p{C}\x{FFFD}]"
 # Text made only of these needs no per-character work: printable ASCII and \t \n \r.
 PLAIN_ASCII = r"[ -~\t\n\r]*"
+# Printable ASCII holding a word of more than 100 characters (only letters and digits join into words).
+LONG_ASCII_WORD = r"(?s).*[A-Za-z0-9]{101}.*"
 # A word made only of these normalises by ASCII lower-casing alone, byte for byte.
 PLAIN_WORD = r"[ -~]*"
 

@@ -1,14 +1,16 @@
 """Text -> WordPiece ids with byte offsets into the original text, exactly as the reference tokenizer.
 
 Two routes, chosen per string, giving the same ids as HF tokenizers' BertWordPieceTokenizer on either:
-  plain   printable ASCII (with \\t \\n \\r): lower-case bytes in place, then TF.Text's FastWordpiece in its
-          end-to-end mode, which does BERT's whitespace/punctuation split itself. Lower-casing ASCII keeps every
-          byte where it was, so its offsets are already offsets into the original. Most English text goes here.
+  plain   printable ASCII (with \\t \\n \\r) with no word over 100 characters: lower-case bytes in place, then
+          TF.Text's FastWordpiece in its end-to-end mode, which does BERT's whitespace/punctuation split itself.
+          Lower-casing ASCII keeps every byte where it was, so its offsets are already offsets into the
+          original. Most English text goes here.
   general everything else: words are cut from the original text (normalize.py); printable-ASCII words are
           lower-cased in place, the other words have each character normalised alone and the pieces' offsets
           in the normalised word are mapped back through the characters they came from. A word of more than
           100 characters becomes [UNK] (the reference counts characters; FastWordpiece would count bytes, so
           the general route checks the length itself).
+Both routes run the same FastWordpiece model (one to build, ~60 ms for a 30k vocabulary).
 Why not TF.Text's FastBertNormalizer for the general route: it folds with NFKC-like rules (³ -> 3, ﬁ -> fi,
 ǅ -> dz) and keeps U+0085 as a break, so it differs from the reference on ~0.2% of real texts.
 
@@ -34,7 +36,7 @@ import tensorflow_text as tf_text
 from tensorflow.python.ops import gen_string_ops
 from tensorflow_text.python.ops.fast_wordpiece_tokenizer import gen_fast_wordpiece_tokenizer
 
-from bert_keras.preprocessing.normalize import (PLAIN_ASCII, PLAIN_WORD, normalize_characters,
+from bert_keras.preprocessing.normalize import (LONG_ASCII_WORD, PLAIN_ASCII, PLAIN_WORD, normalize_characters,
                                                 split_words_flat)
 
 MAX_WORD_CHARS = 100          # the reference's max_input_chars_per_word
@@ -49,21 +51,25 @@ class WordpieceTokenizer:
             raise ValueError(f"the vocabulary has no {UNK} token; BERT vocabularies start with [PAD] [unused..] "
                              "[UNK] [CLS] [SEP] [MASK].")
         self.lower_case = lower_case
-        common = dict(suffix_indicator="##", token_out_type=tf.int32, unknown_token=UNK,
-                      support_detokenization=False)
-        # Plain route: ASCII bytes are characters, so the kernel's byte limit is the reference's character limit.
-        self._text_model = tf_text.FastWordpieceTokenizer(vocab, max_bytes_per_word=MAX_WORD_CHARS,
-                                                          no_pretokenization=False, **common)._model
-        # General route: words arrive split; 100 characters of up to 4 bytes each always fit the byte limit.
-        self._word_model = tf_text.FastWordpieceTokenizer(vocab, max_bytes_per_word=4 * MAX_WORD_CHARS,
-                                                          no_pretokenization=True, **common)._model
+        # One model for both routes (building one costs ~60 ms): end-to-end mode, which splits text at
+        # whitespace and punctuation (ICU's, with BERT's ASCII and CJK additions) before WordPiece. The general
+        # route hands it normalised words that hold neither, so it leaves them whole. Its byte limit fits 100
+        # characters of up to 4 bytes; the reference's 100-character limit is checked by the routes themselves.
+        self._model = tf_text.FastWordpieceTokenizer(
+            vocab, suffix_indicator="##", max_bytes_per_word=4 * MAX_WORD_CHARS, token_out_type=tf.int32,
+            unknown_token=UNK, no_pretokenization=False, support_detokenization=False)._model
+        self._unk_id = vocab.index(UNK)
 
     def tokenize(self, text):
         return self.tokenize_with_offsets(text)[0]
 
     def tokenize_with_offsets(self, text):
         text = tf.reshape(tf.convert_to_tensor(text, dtype=tf.string), [-1])
-        general = tf.cast(tf.logical_not(tf.strings.regex_full_match(text, PLAIN_ASCII)), tf.int32)
+        # Plain: printable ASCII without a word of more than 100 characters (a run of 101 letters or digits:
+        # every other printable ASCII character splits words), which must become [UNK].
+        plain = tf.logical_and(tf.strings.regex_full_match(text, PLAIN_ASCII),
+                               tf.logical_not(tf.strings.regex_full_match(text, LONG_ASCII_WORD)))
+        general = tf.cast(tf.logical_not(plain), tf.int32)
         plain_rows, general_rows = tf.dynamic_partition(tf.range(tf.size(text)), general, 2)
         plain_text, general_text = tf.dynamic_partition(text, general, 2)
         routes = (self._plain_text(plain_text), self._general_text(general_text))
@@ -76,7 +82,7 @@ class WordpieceTokenizer:
         if self.lower_case:
             text = tf.strings.lower(text)
         _, ids, splits, starts, ends = gen_fast_wordpiece_tokenizer.fast_wordpiece_tokenize_with_offsets(
-            input_values=text, wp_model=self._text_model)
+            input_values=text, wp_model=self._model)
         return tf.cast(ids, tf.int32), starts, ends, splits
 
     def _general_text(self, text):
@@ -134,13 +140,14 @@ class WordpieceTokenizer:
         more than 100 characters becomes one [UNK] spanning the whole word."""
         too_long = tf.strings.length(words, unit="UTF8_CHAR") > MAX_WORD_CHARS
         _, ids, splits, starts, ends = gen_fast_wordpiece_tokenizer.fast_wordpiece_tokenize_with_offsets(
-            input_values=tf.where(too_long, UNK, words), wp_model=self._word_model)
+            input_values=tf.where(too_long, "a", words), wp_model=self._model)     # "a": one piece, made [UNK]
         piece_word = _row_ids(splits, tf.size(ids, out_type=tf.int64))
         long_piece = tf.gather(too_long, piece_word)
         word_bytes = tf.gather(tf.cast(tf.strings.length(words), tf.int64), piece_word)
+        ids = tf.where(long_piece, self._unk_id, tf.cast(ids, tf.int32))
         starts = tf.where(long_piece, tf.zeros_like(starts), starts)
         ends = tf.where(long_piece, word_bytes, ends)
-        return tf.cast(ids, tf.int32), starts, ends, splits
+        return ids, starts, ends, splits
 
 
 def _row_ids(splits, num_values):

@@ -176,6 +176,17 @@ def test_fuzz_words_near_the_100_character_limit(tokenizer, hf_tokenizer, words)
     assert _mismatches(tokenizer, hf_tokenizer, texts) == []
 
 
+def test_plain_ascii_words_near_the_100_character_limit(tokenizer, hf_tokenizer):
+    """Printable-ASCII text takes the fast route unless a word (a run of letters and digits) is longer than 100
+    characters; that word is one [UNK], wherever it stands (after a newline, before punctuation)."""
+    texts = ["a" * 100, "a" * 101, "x\n" + "b" * 101 + " y", "c" * 100 + "." + "d" * 100, "e" * 99 + "9" * 2,
+             "f" * 101 + "!" + "g" * 3, "h1" * 60, "ok " * 40 + "I" * 150]
+    assert _mismatches(tokenizer, hf_tokenizer, texts) == []
+    ids = tokenizer.tokenize(tf.constant(texts)).to_list()
+    unk = hf_tokenizer.token_to_id("[UNK]")
+    assert ids[1] == [unk] and ids[0] != [unk] and ids[3] != [unk, hf_tokenizer.token_to_id("."), unk]
+
+
 def _hf_normalise(text):
     """The reference's normaliser, spelled out (google-research / HF BertNormalizer, uncased): drop NUL, U+FFFD
     and C* but tab/newline/CR, NFD, drop Mn, lower-case each character."""
