@@ -10,10 +10,15 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 
 
+def default_threads() -> int:
+    """A thread per core, at most 4."""
+    return min(4, os.cpu_count() or 1)
+
+
 def ordered_map(fn, items, threads: int | None = None):
     """Yields fn(item) for each item, in the items' order. At most 2 * threads calls run or wait ahead of the
-    consumer, so results that are not consumed yet never pile up. `threads`: the cores (at most 4)."""
-    threads = threads or min(4, os.cpu_count() or 1)
+    consumer, so results that are not consumed yet never pile up. `threads`: default_threads()."""
+    threads = threads or default_threads()
     with ThreadPoolExecutor(threads) as pool:
         pending = collections.deque()
         for item in items:
