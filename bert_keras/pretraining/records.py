@@ -39,11 +39,16 @@ FEATURE_DTYPES = {name: spec.dtype for name, spec in feature_spec(1, 1).items()}
 
 def serialize_examples(batches, batch_size: int = 4096):
     """Instances -> their serialized tf.train.Example protos (bytes), in order, as an iterator. `batches`: a
-    sequence of {name: array [n, k]} (InstanceBatches, made on demand), or one such dict (cut in `batch_size`).
+    sequence of {name: array [n, k]} (InstanceBatches, made on demand), or one such dict (cut in `batch_size`)."""
+    for records in _serialized_batches(batches, batch_size):
+        yield from records
 
-    Each batch is made and encoded in NumPy (example_proto.encode_examples: the wire format written directly,
-    not a Python object per record) on a thread per core: NumPy's array work runs without the GIL, so the next
-    batches encode while the caller writes this one. The bytes equal protobuf's own deterministic serialization."""
+
+def _serialized_batches(batches, batch_size: int = 4096):
+    """Per batch, the list of its serialized records. Each batch is made and encoded in NumPy
+    (example_proto.encode_examples: the wire format written directly, not a Python object per record) on a
+    thread per core: NumPy's array work runs without the GIL, so the next batches encode while the caller
+    writes this one. The bytes equal protobuf's own deterministic serialization."""
     if isinstance(batches, dict):
         n = len(batches["input_ids"])
         whole = batches
@@ -53,13 +58,10 @@ def serialize_examples(batches, batch_size: int = 4096):
         features = batches[b]
         data, ends = encode_examples({name: np.asarray(features[name], np.float32 if dtype == tf.float32 else None)
                                       for name, dtype in FEATURE_DTYPES.items()})
-        return data.tobytes(), ends.tolist()
+        data, ends = data.tobytes(), ends.tolist()
+        return [data[start:end] for start, end in zip([0] + ends[:-1], ends)]
 
-    for data, ends in ordered_map(encode, range(len(batches))):
-        start = 0
-        for end in ends:
-            yield data[start:end]
-            start = end
+    return ordered_map(encode, range(len(batches)))
 
 
 def write_records(batches, paths: list[str]) -> None:
@@ -68,8 +70,12 @@ def write_records(batches, paths: list[str]) -> None:
     with contextlib.ExitStack() as stack:            # every shard renamed into place on success, removed on error
         writers = [tf.io.TFRecordWriter(stack.enter_context(atomic_file(p))) for p in paths]
         try:
-            for k, record in enumerate(serialize_examples(batches)):
-                writers[k % len(paths)].write(record)
+            k = 0
+            for records in _serialized_batches(batches):
+                for i, writer in enumerate(writers):          # this batch's records of each shard
+                    for record in records[(i - k) % len(writers)::len(writers)]:
+                        writer.write(record)
+                k += len(records)
         finally:
             for writer in writers:
                 writer.close()

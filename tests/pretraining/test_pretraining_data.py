@@ -290,3 +290,21 @@ def test_instance_batches_do_not_depend_on_the_order_they_are_made_in(minilm_voc
     for name, values in forwards.items():
         np.testing.assert_array_equal(np.concatenate([b[name] for b in backwards]), values)
     assert len(forwards["input_ids"]) == batches.num_instances
+
+
+def test_shards_take_the_records_round_robin_across_batches(minilm_vocab, tmp_path):
+    """Record k goes to shard k % shards (google-research's order), also when a batch's size is not a multiple
+    of the shard count."""
+    from bert_keras.preprocessing import BertPreprocessor
+    from bert_keras.pretraining import MaskingConfig, create_instances, read_documents, serialize_examples, \
+        tokenize_documents, write_records
+    pre = BertPreprocessor(minilm_vocab)
+    documents = tokenize_documents(read_documents([CORPUS]), pre)
+    batches = create_instances(documents, pre.vocab, MaskingConfig(max_seq_length=SEQ, dupe_factor=1), seed=3)
+    batches.batch_size = 10
+    records = list(serialize_examples(batches))
+    assert len(records) > 40
+    paths = [str(tmp_path / f"s{i}.tfrecord") for i in range(3)]
+    write_records(batches, paths)
+    for i, path in enumerate(paths):
+        assert [r.numpy() for r in tf.data.TFRecordDataset(path)] == records[i::3]
