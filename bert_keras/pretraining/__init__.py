@@ -26,7 +26,7 @@ def create_pretraining_data(inputs: list[str], preprocessor, out: str, num_shard
     instances = create_instances(documents, list(preprocessor.vocab), config, seed,
                                  progress=_bar(len(documents) * config.dupe_factor, "documents", progress))
     paths = [f"{out}-{i:05d}-of-{num_shards:05d}.tfrecord" for i in range(num_shards)]
-    write_records(instances, paths)
+    write_records(instances, paths, progress=_bar(instances.num_instances, "instances", progress))
     return {"documents": len(documents), "sentences": sum(map(len, documents.lengths)),
             "instances": instances.num_instances, "files": paths}
 

@@ -1,7 +1,8 @@
 """Pretraining instances, google-research/bert's create_pretraining_data.py recipe, on token ids and in NumPy.
 
 Input: text files, one sentence per line, a blank line between documents. Each line is tokenized by the model's
-own BertPreprocessor in tf.data (batched TF.Text kernels, not a Python tokenizer loop). Then, as google-research:
+own BertPreprocessor (batched TF.Text kernels, not a Python tokenizer loop; see tokenize_documents). Then, as
+google-research:
 
 - documents shuffled; for each of `dupe_factor` passes, each document is cut into chunks of sentences filling
   `target_seq_length` (= max_seq_length - 3, or with probability `short_seq_prob` a random 2..max);
@@ -72,10 +73,10 @@ def tokenize_documents(documents: list[list[str]], preprocessor, batch_size: int
                        progress=None) -> TokenizedDocuments:
     """Every sentence tokenized by the model's own preprocessor: TF.Text kernels, up to `batch_size` lines a call.
 
-    The calls run eagerly on a thread per core (TF runs an eager op without the GIL): no tf.function to trace
-    (~0.2 s, as long as tokenizing ~50k sentences) and both cores busy, where a traced graph keeps one of
-    them idle except while its two routes (wordpiece.py) overlap. A call costs ~20 ms besides its lines, so a
-    small corpus is cut into one equal batch per thread."""
+    The calls run eagerly on a thread per core (TF runs an eager op without the GIL): no function to trace
+    (~0.2 s) and both cores busy. Measured on 2 cores: WikiText-2 valid + test (17.5k lines) 0.11 s this way,
+    0.33 s through tf.data's map (batch 8192, 2 parallel calls); six times the lines 0.48 s against 0.75 s.
+    A call costs ~15 ms besides its lines, so a small corpus is cut into one equal batch per thread.
     import tensorflow as tf
 
     def tokenize(first):

@@ -64,9 +64,10 @@ def _serialized_batches(batches, batch_size: int = 4096):
     return ordered_map(encode, range(len(batches)))
 
 
-def write_records(batches, paths: list[str]) -> None:
+def write_records(batches, paths: list[str], progress=None) -> None:
     """Instances (InstanceBatches or one {name: array [N, ...]}, see serialize_examples) -> records,
-    round-robin over `paths` (instance k to shard k % len(paths), as google-research writes them)."""
+    round-robin over `paths` (instance k to shard k % len(paths), as google-research writes them).
+    `progress(n)` is called after each batch of n records."""
     with contextlib.ExitStack() as stack:            # every shard renamed into place on success, removed on error
         writers = [tf.io.TFRecordWriter(stack.enter_context(atomic_file(p))) for p in paths]
         try:
@@ -76,6 +77,8 @@ def write_records(batches, paths: list[str]) -> None:
                     for record in records[(i - k) % len(writers)::len(writers)]:
                         writer.write(record)
                 k += len(records)
+                if progress:
+                    progress(len(records))
         finally:
             for writer in writers:
                 writer.close()
