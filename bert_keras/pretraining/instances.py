@@ -173,7 +173,9 @@ class VocabIds:
 def pack_pairs(tokens: np.ndarray, pairs: np.ndarray, vocab: VocabIds, config: MaskingConfig,
                rng: np.random.Generator) -> dict:
     """Pairs [N, 5] (spans of `tokens`, see pairs_from_document) -> truncated [CLS] A [SEP] B [SEP]:
-    input_ids, input_mask, segment_ids [N, S] int32 and next_sentence_labels [N, 1] int64."""
+    input_ids, input_mask, segment_ids [N, S] int32 and next_sentence_labels [N, 1] int64.
+    tokens: [T + 1] int32, the corpus' ids and then one 0, which every padding position reads (made once per
+    corpus by InstanceBatches, not once per batch)."""
     a_drop, a_length, b_drop, b_length = truncate_pairs(pairs[:, 1], pairs[:, 3], config.max_seq_length - 3, rng)
     if (a_length < 1).any() or (b_length < 1).any():
         raise ValueError("a pretraining pair ended up with an empty segment: documents need at least two tokens "
@@ -185,8 +187,7 @@ def pack_pairs(tokens: np.ndarray, pairs: np.ndarray, vocab: VocabIds, config: M
     b_first = a_length + 2
     in_a = (column >= 1) & (column <= a_length)
     in_b = (column >= b_first) & (column < b_first + b_length)
-    padded = np.append(tokens.astype(np.int32, copy=False), np.int32(0))   # index len(tokens): a 0 for padding
-    ids = padded[np.where(in_a, a_start - 1 + column, np.where(in_b, b_start - b_first + column, len(tokens)))]
+    ids = tokens[np.where(in_a, a_start - 1 + column, np.where(in_b, b_start - b_first + column, len(tokens) - 1))]
     ids[:, 0] = vocab.cls_id
     ids[np.arange(len(ids)), a_length[:, 0] + 1] = vocab.sep_id
     ids[np.arange(len(ids)), (b_first + b_length)[:, 0]] = vocab.sep_id
@@ -319,7 +320,8 @@ class InstanceBatches:
 
     def __init__(self, documents: TokenizedDocuments, vocab_tokens: list[str], config: MaskingConfig,
                  seed: int = 12345, batch_size: int = 4096, progress=None):
-        self.tokens, self.config, self.seed, self.batch_size = documents.tokens, config, seed, batch_size
+        self.config, self.seed, self.batch_size = config, seed, batch_size
+        self.tokens = np.append(documents.tokens, np.int32(0))        # [T + 1]: padding reads the final 0
         self.vocab = VocabIds(vocab_tokens)
         self.pairs = create_pairs(documents, config, seed, progress)
 
