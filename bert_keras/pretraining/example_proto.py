@@ -66,11 +66,18 @@ def _varint_columns(values: np.ndarray):
     if width <= 3 and top < max(1 << 16, u.size):           # token ids: one gather from a table of every value
         data, keep = _varint_table((1 << top.bit_length()) - 1)  # cached: one table per bit length
         return data[u].view(np.uint8).reshape(n, -1), keep[u].view(bool).reshape(n, -1)
+    groups, keep = _varint_groups(u, top, width)
+    return groups.reshape(n, -1), keep.reshape(n, -1)
+
+
+def _varint_groups(u: np.ndarray, top: int, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """Unsigned values [...] (all <= top) -> their varint bytes [..., width] uint8 and which of them are used
+    [..., width] bool: 7 bits a byte, low group first, the high bit set on every used byte but the last."""
     size = _sizes(u, top)[..., None]
     j = np.arange(width, dtype=u.dtype)
     groups = ((u[..., None] >> (j * u.dtype.type(7))) & u.dtype.type(0x7F)).astype(np.uint8)
     groups |= (j < size - 1).astype(np.uint8) << np.uint8(7)
-    return groups.reshape(n, -1), (j < size).reshape(n, -1)
+    return groups, j < size
 
 
 @functools.lru_cache(maxsize=8)
@@ -78,14 +85,8 @@ def _varint_table(top: int) -> tuple[np.ndarray, np.ndarray]:
     """The varints of 0..top (< 2**21, so at most 3 bytes) as 4 bytes each, low byte first, in uint32 ("<u4")
     entries; and the same entries' keep masks (byte k is 1 when the varint has a k-th byte). Four bytes, not
     three: a [N, k] gather of uint32 viewed as bytes is ~4x faster than cutting a fourth byte off."""
-    v = np.arange(top + 1, dtype=np.uint32)
-    data, keep = np.zeros(len(v), "<u4"), np.zeros(len(v), "<u4")
-    for k in range(3):
-        more = v >= np.uint32(1 << 7 * (k + 1))
-        data |= (((v >> np.uint32(7 * k)) & np.uint32(0x7F)) | (more.astype(np.uint32) << np.uint32(7))) \
-            << np.uint32(8 * k)
-        keep |= (v >= np.uint32((1 << 7 * k) if k else 0)).astype(np.uint32) << np.uint32(8 * k)
-    return data, keep
+    groups, keep = _varint_groups(np.arange(top + 1, dtype=np.uint32), top, 4)
+    return groups.view("<u4")[:, 0], keep.view(np.uint8).view("<u4")[:, 0]
 
 
 def _constant(n: int, data: bytes):
