@@ -30,7 +30,10 @@ import numpy as np
 def _unsigned(values: np.ndarray) -> tuple[np.ndarray, int]:
     """int64 values as unsigned (negatives become their two's complement), narrowed to uint32 when they fit;
     and the largest."""
-    u = np.asarray(values, np.int64).view(np.uint64)
+    values = np.asarray(values)
+    if values.dtype.itemsize <= 4 and values.size and values.min() >= 0:      # ids, masks: no int64 copy
+        return values.astype(np.uint32, copy=False), int(values.max())
+    u = values.astype(np.int64, copy=False).view(np.uint64)
     top = int(u.max(initial=0))
     return (u.astype(np.uint32) if top < 2 ** 32 else u), top
 
@@ -57,15 +60,16 @@ def _varint(value: int) -> bytes:
 
 
 def _varint_columns(values: np.ndarray):
-    """[N] or [N, k] int64 -> (bytes [N, k * W] uint8, keep [N, k * W] bool): W = the widest varint."""
+    """[N] or [N, k] int64 -> (bytes [N, k * W] uint8, keep [N, k * W] bool, or None when every byte is kept):
+    W = the widest varint."""
     n = len(values)
     u, top = _unsigned(values)
     width = max(1, (top.bit_length() + 6) // 7)
     if width == 1:                                          # every value below 128: its own byte
-        return u.astype(np.uint8).reshape(n, -1), np.ones((n, u[0].size if n else 0), bool)
+        return u.astype(np.uint8).reshape(n, -1), None
     if width <= 3 and top < max(1 << 16, u.size):           # token ids: one gather from a table of every value
         data, keep = _varint_table((1 << top.bit_length()) - 1)  # cached: one table per bit length
-        return data[u].view(np.uint8).reshape(n, -1), keep[u].view(bool).reshape(n, -1)
+        return np.take(data, u).view(np.uint8).reshape(n, -1), np.take(keep, u).view(bool).reshape(n, -1)
     groups, keep = _varint_groups(u, top, width)
     return groups.reshape(n, -1), keep.reshape(n, -1)
 
@@ -91,7 +95,15 @@ def _varint_table(top: int) -> tuple[np.ndarray, np.ndarray]:
 
 def _constant(n: int, data: bytes):
     row = np.frombuffer(data, np.uint8)
-    return np.broadcast_to(row, (n, len(row))), np.ones((n, len(row)), bool)
+    return np.broadcast_to(row, (n, len(row))), None
+
+
+def _kept(block) -> np.ndarray:
+    """Bytes each row keeps of a (bytes, keep) block, [N] int64 (keep None: all of them)."""
+    data, keep = block
+    if keep is None:
+        return np.full(len(data), data.shape[1], np.int64)
+    return keep.view(np.uint8).sum(axis=1, dtype=np.int64)
 
 
 def encode_examples(features: dict) -> tuple[np.ndarray, np.ndarray]:
@@ -106,15 +118,13 @@ def encode_examples(features: dict) -> tuple[np.ndarray, np.ndarray]:
             raise ValueError(f"feature {name!r} has shape {values.shape}: each feature must be [{n}, k]")
         if values.dtype == np.float32:
             tag = b"\x12"
-            packed = _constant(n, b"") if values.shape[1] == 0 else (
-                np.ascontiguousarray(values.astype("<f4")).view(np.uint8).reshape(n, -1),
-                np.ones((n, 4 * values.shape[1]), bool))
+            packed = (np.ascontiguousarray(values.astype("<f4")).view(np.uint8).reshape(n, -1), None)
         elif np.issubdtype(values.dtype, np.integer):
             tag = b"\x1a"
             packed = _constant(n, b"") if values.shape[1] == 0 else _varint_columns(values)
         else:
             raise ValueError(f"feature {name!r} is {values.dtype}: int64_list takes integers, float_list float32")
-        packed_size = packed[1].view(np.uint8).sum(axis=1, dtype=np.int64)
+        packed_size = _kept(packed)
         lists = ([] if values.shape[1] == 0 else [_constant(n, b"\x0a"), _varint_columns(packed_size), packed])
         list_size = packed_size + (0 if values.shape[1] == 0 else 1 + varint_sizes(packed_size))
         feature_size = 1 + varint_sizes(list_size) + list_size
@@ -123,9 +133,16 @@ def encode_examples(features: dict) -> tuple[np.ndarray, np.ndarray]:
         blocks += [_constant(n, b"\x0a"), _varint_columns(entry_size),
                    _constant(n, b"\x0a" + _varint(len(key)) + key + b"\x12"), _varint_columns(feature_size),
                    _constant(n, tag), _varint_columns(list_size), *lists]
-        features_size += 1 + varint_sizes(entry_size) + entry_size
+        features_size = features_size + 1 + varint_sizes(entry_size) + entry_size
     blocks = [_constant(n, b"\x0a"), _varint_columns(features_size)] + blocks
-    data = np.concatenate([b for b, _ in blocks], axis=1)
-    keep = np.concatenate([k for _, k in blocks], axis=1)
+    # One [N, W] byte matrix and its keep mask, filled block by block; the mask starts all True, so only blocks
+    # with unused varint bytes write to it.
+    width = sum(data.shape[1] for data, _ in blocks)
+    data, keep, column = np.empty((n, width), np.uint8), np.ones((n, width), bool), 0
+    for block, block_keep in blocks:
+        data[:, column:column + block.shape[1]] = block
+        if block_keep is not None:
+            keep[:, column:column + block.shape[1]] = block_keep
+        column += block.shape[1]
     # np.compress on the flat arrays: ~4x faster than boolean indexing with a 2-D mask
     return np.compress(keep.reshape(-1), data.reshape(-1)), np.cumsum(keep.view(np.uint8).sum(axis=1, dtype=np.int64))
