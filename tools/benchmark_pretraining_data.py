@@ -6,11 +6,13 @@ create_pretraining_data.py logic, on the same corpus and settings, in one proces
 
 The corpus is google-research's input format (one sentence per line, blank line between documents); by default
 WikiText-2 valid + test from ../shared/data converted by tools/wikitext_to_sentences.py, or the test fixture
-when ../shared is absent. The peer below re-implements google-research's pipeline as its Python does it (this
-file's own code, same algorithm and data structures): its FullTokenizer (BasicTokenizer: clean text, CJK spacing,
-whitespace split, lower + NFD accent strip, punctuation split; WordpieceTokenizer: greedy longest match, 100-char
-limit) on every line, instances built on token strings with one random.Random, tokens converted to ids and every
-instance written as a tf.train.Example through TFRecordWriter. Both sides use max_seq_length 128,
+when ../shared is absent. The peer below re-implements google-research's pipeline step for step as its Python
+does it (this file's own code; same classes, loops and data structures): FullTokenizer (BasicTokenizer: clean
+text, CJK spacing, whitespace split, lower + NFD accent strip, punctuation split; WordpieceTokenizer: greedy
+longest match, 100-char limit) on every line; instances built on token strings with one random.Random
+(TrainingInstance objects, candidate index sets, MaskedLmInstance tuples, [CLS] A [SEP] B [SEP] and the
+padding appended token by token); every instance converted to ids and written as a tf.train.Example through
+TFRecordWriter. Both sides must produce the same number of tokens (checked), and use max_seq_length 128,
 max_predictions_per_seq 20, masked_lm_prob 0.15, short_seq_prob 0.1 and the MiniLM (standard uncased) vocab.
 Reported: seconds of each phase (setup = building the tokenizer, a fixed cost per run: ours builds TF.Text's
 FastWordpiece model, ~0.1 s), sentences/s end to end (best of --repeats), and the ratios end to end, after setup
@@ -39,94 +41,191 @@ sys.path.insert(0, str(REPO / "tools"))
 
 
 # ---- the peer: google-research's pipeline, re-implemented --------------------------------------------------
+# Step for step as create_pretraining_data.py and tokenization.py do it (same classes, loops and Python data
+# structures; absl's FLAGS replaced by a plain object, which is faster to read).
+
+def _to_text(text):                                           # tokenization.convert_to_unicode on Python 3
+    if isinstance(text, str):
+        return text
+    if isinstance(text, bytes):
+        return text.decode("utf-8", "ignore")
+    raise ValueError(f"unsupported string type: {type(text)}")
+
+
+def _split_whitespace(text):                                  # tokenization.whitespace_tokenize
+    text = text.strip()
+    return text.split() if text else []
+
 
 def _is_whitespace(c):
-    return c in " \t\n\r" or unicodedata.category(c) == "Zs"
+    if c == " " or c == "\t" or c == "\n" or c == "\r":
+        return True
+    return unicodedata.category(c) == "Zs"
 
 
 def _is_control(c):
-    return c not in "\t\n\r" and unicodedata.category(c) in ("Cc", "Cf")
+    if c == "\t" or c == "\n" or c == "\r":
+        return False
+    return unicodedata.category(c) in ("Cc", "Cf")
 
 
 def _is_punctuation(c):
     cp = ord(c)
-    return 33 <= cp <= 47 or 58 <= cp <= 64 or 91 <= cp <= 96 or 123 <= cp <= 126 or \
-        unicodedata.category(c).startswith("P")
+    if (33 <= cp <= 47) or (58 <= cp <= 64) or (91 <= cp <= 96) or (123 <= cp <= 126):
+        return True
+    return unicodedata.category(c).startswith("P")
 
 
-def _is_cjk(cp):
-    return 0x4E00 <= cp <= 0x9FFF or 0x3400 <= cp <= 0x4DBF or 0x20000 <= cp <= 0x2A6DF or \
-        0x2A700 <= cp <= 0x2B73F or 0x2B740 <= cp <= 0x2B81F or 0x2B820 <= cp <= 0x2CEAF or \
-        0xF900 <= cp <= 0xFAFF or 0x2F800 <= cp <= 0x2FA1F
+class GoogleBasicTokenizer:
+    """Clean text, space out CJK characters, split on whitespace, lower + strip accents, split on punctuation."""
 
+    def __init__(self, do_lower_case=True):
+        self.do_lower_case = do_lower_case
 
-class GoogleFullTokenizer:
-    """BasicTokenizer + WordpieceTokenizer, character by character in Python as tokenization.py does."""
+    def tokenize(self, text):
+        text = self._tokenize_chinese_chars(self._clean_text(_to_text(text)))
+        split_tokens = []
+        for token in _split_whitespace(text):
+            if self.do_lower_case:
+                token = self._run_strip_accents(token.lower())
+            split_tokens.extend(self._run_split_on_punc(token))
+        return _split_whitespace(" ".join(split_tokens))
 
-    def __init__(self, vocab_tokens: list[str]):
-        self.vocab = collections.OrderedDict((t, i) for i, t in enumerate(vocab_tokens))
-
-    def _basic(self, text):
+    def _run_strip_accents(self, text):
         out = []
-        for c in text:                                        # _clean_text
+        for c in unicodedata.normalize("NFD", text):
+            if unicodedata.category(c) == "Mn":
+                continue
+            out.append(c)
+        return "".join(out)
+
+    def _run_split_on_punc(self, text):
+        chars, i, start_new_word, out = list(text), 0, True, []
+        while i < len(chars):
+            c = chars[i]
+            if _is_punctuation(c):
+                out.append([c])
+                start_new_word = True
+            else:
+                if start_new_word:
+                    out.append([])
+                start_new_word = False
+                out[-1].append(c)
+            i += 1
+        return ["".join(x) for x in out]
+
+    def _tokenize_chinese_chars(self, text):
+        out = []
+        for c in text:
+            if self._is_chinese_char(ord(c)):
+                out.append(" ")
+                out.append(c)
+                out.append(" ")
+            else:
+                out.append(c)
+        return "".join(out)
+
+    def _is_chinese_char(self, cp):
+        return ((0x4E00 <= cp <= 0x9FFF) or (0x3400 <= cp <= 0x4DBF) or (0x20000 <= cp <= 0x2A6DF) or
+                (0x2A700 <= cp <= 0x2B73F) or (0x2B740 <= cp <= 0x2B81F) or (0x2B820 <= cp <= 0x2CEAF) or
+                (0xF900 <= cp <= 0xFAFF) or (0x2F800 <= cp <= 0x2FA1F))
+
+    def _clean_text(self, text):
+        out = []
+        for c in text:
             cp = ord(c)
             if cp == 0 or cp == 0xFFFD or _is_control(c):
                 continue
-            out.append(" " if _is_whitespace(c) else c)
-        text = "".join(out)
-        out = []
-        for c in text:                                        # _tokenize_chinese_chars
-            out.append(f" {c} " if _is_cjk(ord(c)) else c)
-        words = []
-        for token in "".join(out).strip().split():
-            token = "".join(c for c in unicodedata.normalize("NFD", token.lower())
-                            if unicodedata.category(c) != "Mn")   # _run_strip_accents
-            pieces, start_new = [], True                      # _run_split_on_punc
-            for c in token:
-                if _is_punctuation(c):
-                    pieces.append([c])
-                    start_new = True
-                else:
-                    if start_new:
-                        pieces.append([])
-                    start_new = False
-                    pieces[-1].append(c)
-            words.extend("".join(p) for p in pieces)
-        return " ".join(words).strip().split()
+            if _is_whitespace(c):
+                out.append(" ")
+            else:
+                out.append(c)
+        return "".join(out)
 
-    def _wordpiece(self, word):
-        chars = list(word)
-        if len(chars) > 100:
-            return ["[UNK]"]
-        pieces, start = [], 0
-        while start < len(chars):
-            end, current = len(chars), None
-            while start < end:
-                s = "".join(chars[start:end])
-                if start > 0:
-                    s = "##" + s
-                if s in self.vocab:
-                    current = s
-                    break
-                end -= 1
-            if current is None:
-                return ["[UNK]"]
-            pieces.append(current)
-            start = end
-        return pieces
+
+class GoogleWordpieceTokenizer:
+    """Greedy longest-match-first over each whitespace-separated word; a word over 100 characters is [UNK]."""
+
+    def __init__(self, vocab, unk_token="[UNK]", max_input_chars_per_word=100):
+        self.vocab, self.unk_token, self.max_input_chars_per_word = vocab, unk_token, max_input_chars_per_word
 
     def tokenize(self, text):
-        return [p for w in self._basic(text) for p in self._wordpiece(w)]
+        output_tokens = []
+        for token in _split_whitespace(_to_text(text)):
+            chars = list(token)
+            if len(chars) > self.max_input_chars_per_word:
+                output_tokens.append(self.unk_token)
+                continue
+            is_bad, start, sub_tokens = False, 0, []
+            while start < len(chars):
+                end, cur_substr = len(chars), None
+                while start < end:
+                    substr = "".join(chars[start:end])
+                    if start > 0:
+                        substr = "##" + substr
+                    if substr in self.vocab:
+                        cur_substr = substr
+                        break
+                    end -= 1
+                if cur_substr is None:
+                    is_bad = True
+                    break
+                sub_tokens.append(cur_substr)
+                start = end
+            if is_bad:
+                output_tokens.append(self.unk_token)
+            else:
+                output_tokens.extend(sub_tokens)
+        return output_tokens
 
-    def convert_tokens_to_ids(self, tokens):
-        return [self.vocab[t] for t in tokens]
+
+def google_load_vocab(vocab_file):
+    vocab, index = collections.OrderedDict(), 0
+    with open(vocab_file, encoding="utf-8") as reader:
+        while True:
+            token = _to_text(reader.readline())
+            if not token:
+                break
+            vocab[token.strip()] = index
+            index += 1
+    return vocab
+
+
+class GoogleFullTokenizer:
+    def __init__(self, vocab_file, do_lower_case=True):
+        self.vocab = google_load_vocab(vocab_file)
+        self.basic_tokenizer = GoogleBasicTokenizer(do_lower_case)
+        self.wordpiece_tokenizer = GoogleWordpieceTokenizer(self.vocab)
+
+    def tokenize(self, text):
+        split_tokens = []
+        for token in self.basic_tokenizer.tokenize(text):
+            for sub_token in self.wordpiece_tokenizer.tokenize(token):
+                split_tokens.append(sub_token)
+        return split_tokens
+
+    def convert_tokens_to_ids(self, tokens):                 # tokenization.convert_by_vocab
+        output = []
+        for item in tokens:
+            output.append(self.vocab[item])
+        return output
+
+
+class GoogleTrainingInstance:
+    def __init__(self, tokens, segment_ids, masked_lm_positions, masked_lm_labels, is_random_next):
+        self.tokens, self.segment_ids, self.is_random_next = tokens, segment_ids, is_random_next
+        self.masked_lm_positions, self.masked_lm_labels = masked_lm_positions, masked_lm_labels
+
+
+GoogleMaskedLm = collections.namedtuple("GoogleMaskedLm", ["index", "label"])
+GOOGLE_FLAGS = argparse.Namespace(do_whole_word_mask=False)
 
 
 def google_documents(path, tokenizer):
     documents = [[]]
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            line = line.strip()
+    with open(path, encoding="utf-8") as reader:
+        for line in reader:
+            line = _to_text(line).strip()
             if not line:
                 documents.append([])
             else:
@@ -137,68 +236,107 @@ def google_documents(path, tokenizer):
 
 
 def google_masked_lm(tokens, masked_lm_prob, max_predictions, vocab_words, rng):
-    cand = [i for i, t in enumerate(tokens) if t not in ("[CLS]", "[SEP]")]
-    rng.shuffle(cand)
-    output = list(tokens)
-    num_to_predict = min(max_predictions, max(1, int(round(len(tokens) * masked_lm_prob))))
-    masked, covered = [], set()
-    for index in cand:
-        if len(masked) >= num_to_predict:
-            break
-        if index in covered:
+    cand_indexes = []
+    for i, token in enumerate(tokens):
+        if token == "[CLS]" or token == "[SEP]":
             continue
-        covered.add(index)
-        if rng.random() < 0.8:
-            token = "[MASK]"
-        elif rng.random() < 0.5:
-            token = tokens[index]
+        if GOOGLE_FLAGS.do_whole_word_mask and len(cand_indexes) >= 1 and token.startswith("##"):
+            cand_indexes[-1].append(i)
         else:
-            token = vocab_words[rng.randint(0, len(vocab_words) - 1)]
-        output[index] = token
-        masked.append((index, tokens[index]))
-    masked.sort()
-    return output, [i for i, _ in masked], [t for _, t in masked]
+            cand_indexes.append([i])
+    rng.shuffle(cand_indexes)
+    output_tokens = list(tokens)
+    num_to_predict = min(max_predictions, max(1, int(round(len(tokens) * masked_lm_prob))))
+    masked_lms, covered = [], set()
+    for index_set in cand_indexes:
+        if len(masked_lms) >= num_to_predict:
+            break
+        if len(masked_lms) + len(index_set) > num_to_predict:     # a whole word that would overflow: skipped
+            continue
+        is_any_index_covered = False
+        for index in index_set:
+            if index in covered:
+                is_any_index_covered = True
+                break
+        if is_any_index_covered:
+            continue
+        for index in index_set:
+            covered.add(index)
+            if rng.random() < 0.8:
+                masked_token = "[MASK]"
+            elif rng.random() < 0.5:
+                masked_token = tokens[index]
+            else:
+                masked_token = vocab_words[rng.randint(0, len(vocab_words) - 1)]
+            output_tokens[index] = masked_token
+            masked_lms.append(GoogleMaskedLm(index=index, label=tokens[index]))
+    masked_lms = sorted(masked_lms, key=lambda x: x.index)
+    positions, labels = [], []
+    for m in masked_lms:
+        positions.append(m.index)
+        labels.append(m.label)
+    return output_tokens, positions, labels
+
+
+def google_truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng):
+    while len(tokens_a) + len(tokens_b) > max_num_tokens:
+        trunc_tokens = tokens_a if len(tokens_a) > len(tokens_b) else tokens_b
+        if rng.random() < 0.5:
+            del trunc_tokens[0]
+        else:
+            trunc_tokens.pop()
 
 
 def google_instances_from_document(docs, index, max_seq_length, short_seq_prob, masked_lm_prob, max_predictions,
                                    vocab_words, rng):
     document = docs[index]
-    max_tokens = max_seq_length - 3
-    target = rng.randint(2, max_tokens) if rng.random() < short_seq_prob else max_tokens
+    max_num_tokens = max_seq_length - 3
+    target = rng.randint(2, max_num_tokens) if rng.random() < short_seq_prob else max_num_tokens
     instances, chunk, length, i = [], [], 0, 0
     while i < len(document):
-        chunk.append(document[i])
-        length += len(document[i])
+        segment = document[i]
+        chunk.append(segment)
+        length += len(segment)
         if i == len(document) - 1 or length >= target:
             if chunk:
                 a_end = rng.randint(1, len(chunk) - 1) if len(chunk) >= 2 else 1
-                a = [t for s in chunk[:a_end] for t in s]
-                b = []
+                tokens_a = []
+                for j in range(a_end):
+                    tokens_a.extend(chunk[j])
+                tokens_b = []
                 if len(chunk) == 1 or rng.random() < 0.5:
-                    random_next = True
+                    is_random_next = True
+                    target_b_length = target - len(tokens_a)
                     for _ in range(10):
                         other = rng.randint(0, len(docs) - 1)
                         if other != index:
                             break
-                    for s in docs[other][rng.randint(0, len(docs[other]) - 1):]:
-                        b.extend(s)
-                        if len(b) >= target - len(a):
+                    random_document = docs[other]
+                    for j in range(rng.randint(0, len(random_document) - 1), len(random_document)):
+                        tokens_b.extend(random_document[j])
+                        if len(tokens_b) >= target_b_length:
                             break
-                    i -= len(chunk) - a_end
+                    i -= len(chunk) - a_end                   # the unused sentences are put back
                 else:
-                    random_next = False
-                    b = [t for s in chunk[a_end:] for t in s]
-                while len(a) + len(b) > max_tokens:
-                    longer = a if len(a) > len(b) else b
-                    if rng.random() < 0.5:
-                        del longer[0]
-                    else:
-                        longer.pop()
-                tokens = ["[CLS]", *a, "[SEP]", *b, "[SEP]"]
-                segments = [0] * (len(a) + 2) + [1] * (len(b) + 1)
+                    is_random_next = False
+                    for j in range(a_end, len(chunk)):
+                        tokens_b.extend(chunk[j])
+                google_truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng)
+                assert len(tokens_a) >= 1 and len(tokens_b) >= 1
+                tokens, segment_ids = ["[CLS]"], [0]
+                for token in tokens_a:
+                    tokens.append(token)
+                    segment_ids.append(0)
+                tokens.append("[SEP]")
+                segment_ids.append(0)
+                for token in tokens_b:
+                    tokens.append(token)
+                    segment_ids.append(1)
+                tokens.append("[SEP]")
+                segment_ids.append(1)
                 tokens, positions, labels = google_masked_lm(tokens, masked_lm_prob, max_predictions, vocab_words,
                                                              rng)
-                instances.append((tokens, segments, random_next, positions, labels))
+                instances.append(GoogleTrainingInstance(tokens, segment_ids, positions, labels, is_random_next))
             chunk, length = [], 0
         i += 1
     return instances
@@ -207,31 +345,49 @@ def google_instances_from_document(docs, index, max_seq_length, short_seq_prob, 
 def google_write(instances, tokenizer, max_seq_length, max_predictions, path):
     import tensorflow as tf
 
-    def ints(values):
+    def create_int_feature(values):
         return tf.train.Feature(int64_list=tf.train.Int64List(value=list(values)))
 
-    with tf.io.TFRecordWriter(path) as writer:
-        for tokens, segments, random_next, positions, labels in instances:
-            ids = tokenizer.convert_tokens_to_ids(tokens)
-            pad = max_seq_length - len(ids)
-            label_ids = tokenizer.convert_tokens_to_ids(labels)
-            mpad = max_predictions - len(positions)
-            features = collections.OrderedDict()
-            features["input_ids"] = ints(ids + [0] * pad)
-            features["input_mask"] = ints([1] * len(ids) + [0] * pad)
-            features["segment_ids"] = ints(list(segments) + [0] * pad)
-            features["masked_lm_positions"] = ints(list(positions) + [0] * mpad)
-            features["masked_lm_ids"] = ints(label_ids + [0] * mpad)
-            features["masked_lm_weights"] = tf.train.Feature(
-                float_list=tf.train.FloatList(value=[1.0] * len(label_ids) + [0.0] * mpad))
-            features["next_sentence_labels"] = ints([1 if random_next else 0])
-            writer.write(tf.train.Example(features=tf.train.Features(feature=features)).SerializeToString())
+    def create_float_feature(values):
+        return tf.train.Feature(float_list=tf.train.FloatList(value=list(values)))
+
+    writers = [tf.io.TFRecordWriter(path)]
+    writer_index = 0
+    for instance in instances:
+        input_ids = tokenizer.convert_tokens_to_ids(instance.tokens)
+        input_mask = [1] * len(input_ids)
+        segment_ids = list(instance.segment_ids)
+        assert len(input_ids) <= max_seq_length
+        while len(input_ids) < max_seq_length:
+            input_ids.append(0)
+            input_mask.append(0)
+            segment_ids.append(0)
+        masked_lm_positions = list(instance.masked_lm_positions)
+        masked_lm_ids = tokenizer.convert_tokens_to_ids(instance.masked_lm_labels)
+        masked_lm_weights = [1.0] * len(masked_lm_ids)
+        while len(masked_lm_positions) < max_predictions:
+            masked_lm_positions.append(0)
+            masked_lm_ids.append(0)
+            masked_lm_weights.append(0.0)
+        features = collections.OrderedDict()
+        features["input_ids"] = create_int_feature(input_ids)
+        features["input_mask"] = create_int_feature(input_mask)
+        features["segment_ids"] = create_int_feature(segment_ids)
+        features["masked_lm_positions"] = create_int_feature(masked_lm_positions)
+        features["masked_lm_ids"] = create_int_feature(masked_lm_ids)
+        features["masked_lm_weights"] = create_float_feature(masked_lm_weights)
+        features["next_sentence_labels"] = create_int_feature([1 if instance.is_random_next else 0])
+        example = tf.train.Example(features=tf.train.Features(feature=features))
+        writers[writer_index].write(example.SerializeToString())
+        writer_index = (writer_index + 1) % len(writers)
+    for writer in writers:
+        writer.close()
 
 
-def run_google(path, vocab_tokens, dupe_factor, seed, out):
+def run_google(path, vocab_path, dupe_factor, seed, out):
     times = {}
     t = time.perf_counter()
-    tokenizer = GoogleFullTokenizer(vocab_tokens)
+    tokenizer = GoogleFullTokenizer(vocab_path)
     times["setup"] = time.perf_counter() - t
     t = time.perf_counter()
     docs = google_documents(path, tokenizer)
@@ -239,16 +395,17 @@ def run_google(path, vocab_tokens, dupe_factor, seed, out):
     t = time.perf_counter()
     rng = random.Random(seed)
     rng.shuffle(docs)
+    vocab_words = list(tokenizer.vocab.keys())
     instances = []
     for _ in range(dupe_factor):
         for index in range(len(docs)):
-            instances.extend(google_instances_from_document(docs, index, 128, 0.1, 0.15, 20, vocab_tokens, rng))
+            instances.extend(google_instances_from_document(docs, index, 128, 0.1, 0.15, 20, vocab_words, rng))
     rng.shuffle(instances)
     times["instances"] = time.perf_counter() - t
     t = time.perf_counter()
     google_write(instances, tokenizer, 128, 20, out)
     times["write"] = time.perf_counter() - t
-    return times, len(instances)
+    return times, len(instances), sum(len(s) for d in docs for s in d)
 
 
 # ---- ours ---------------------------------------------------------------------------------------------------
@@ -271,7 +428,7 @@ def run_ours(path, vocab_path, dupe_factor, seed, out):
     t = time.perf_counter()
     write_records(instances, [out])                  # truncation and masking happen here, a batch at a time
     times["write"] = time.perf_counter() - t
-    return times, instances.num_instances
+    return times, instances.num_instances, len(documents.tokens)
 
 
 def default_corpus(folder: str) -> str:
@@ -296,23 +453,21 @@ def main(argv=None):
     p.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "pretraining_data.json"))
     args = p.parse_args(argv)
     from bert_keras.demo import minilm_folder
-    from bert_keras.preprocessing.vocab import load_vocab
     vocab_path = os.path.join(minilm_folder(), "vocab.txt")
-    vocab_tokens = list(load_vocab(vocab_path))
     with tempfile.TemporaryDirectory() as tmp:
         corpus = args.input or default_corpus(tmp)
         with open(corpus, encoding="utf-8") as f:
             sentences = sum(1 for line in f if line.strip())
         results = {"corpus": corpus if args.input else os.path.basename(corpus), "sentences": sentences,
                    "dupe_factor": args.dupe_factor, "max_seq_length": 128, "max_predictions_per_seq": 20}
-        runs = {"google_research": lambda: run_google(corpus, vocab_tokens, args.dupe_factor, args.seed,
+        runs = {"google_research": lambda: run_google(corpus, vocab_path, args.dupe_factor, args.seed,
                                                       os.path.join(tmp, "google.tfrecord")),
                 "ours": lambda: run_ours(corpus, vocab_path, args.dupe_factor, args.seed,
                                          os.path.join(tmp, "ours.tfrecord"))}
-        best, instances = {}, {}
+        best, instances, tokens = {}, {}, {}
         for _ in range(args.repeats):                 # interleaved, so a noisy spell hits both sides alike
             for name, run in runs.items():
-                times, instances[name] = run()
+                times, instances[name], tokens[name] = run()
                 if name not in best or sum(times.values()) < sum(best[name].values()):
                     best[name] = times
         for name, times in best.items():
@@ -321,6 +476,9 @@ def main(argv=None):
                              "total_s": round(total, 3), "sentences_per_s": round(sentences / total, 1),
                              "after_setup_s": round(total - times["setup"], 3)}
             print(name, json.dumps(results[name]), flush=True)
+    if tokens["google_research"] != tokens["ours"]:         # both sides must do the same tokenizing work
+        raise SystemExit(f"the two sides tokenized the corpus differently: {tokens} tokens")
+    results["tokens"] = tokens["ours"]
     g, o = results["google_research"], results["ours"]
     results["speedup"] = round(g["total_s"] / o["total_s"], 2)
     results["speedup_after_setup"] = round(g["after_setup_s"] / o["after_setup_s"], 2)
