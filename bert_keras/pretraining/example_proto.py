@@ -109,6 +109,12 @@ def _kept(block) -> np.ndarray:
 def encode_examples(features: dict) -> tuple[np.ndarray, np.ndarray]:
     """{name: [N, k] array} (float32 -> float_list, any integer dtype -> int64_list) -> (the N serialized
     tf.train.Example protos back to back as uint8 [total bytes], end offset of each [N] int64)."""
+    return join_blocks(example_blocks(features)[0])
+
+
+def example_blocks(features: dict) -> tuple[list, np.ndarray]:
+    """The N protos as column blocks, (bytes [N, w] uint8, keep [N, w] bool or None = all kept), whose kept
+    bytes read row by row are the records (join_blocks); and each record's size in bytes [N] int64."""
     names = sorted(features)
     n = len(features[names[0]])
     blocks, features_size = [], np.zeros(n, np.int64)
@@ -135,9 +141,14 @@ def encode_examples(features: dict) -> tuple[np.ndarray, np.ndarray]:
                    _constant(n, tag), _varint_columns(list_size), *lists]
         features_size = features_size + 1 + varint_sizes(entry_size) + entry_size
     blocks = [_constant(n, b"\x0a"), _varint_columns(features_size)] + blocks
+    return blocks, 1 + varint_sizes(features_size) + features_size
+
+
+def join_blocks(blocks: list) -> tuple[np.ndarray, np.ndarray]:
+    """Column blocks (see example_blocks) -> (their kept bytes row after row, uint8 [total], end of each row [N])."""
     # One [N, W] byte matrix and its keep mask, filled block by block; the mask starts all True, so only blocks
     # with unused varint bytes write to it.
-    width = sum(data.shape[1] for data, _ in blocks)
+    n, width = len(blocks[0][0]), sum(data.shape[1] for data, _ in blocks)
     data, keep, column = np.empty((n, width), np.uint8), np.ones((n, width), bool), 0
     for block, block_keep in blocks:
         data[:, column:column + block.shape[1]] = block

@@ -5,9 +5,9 @@ Features (all fixed length; int64 unless noted), exactly run_pretraining.py's `n
   masked_lm_positions, masked_lm_ids        [max_predictions_per_seq] 0-padded
   masked_lm_weights                         [max_predictions_per_seq] float32, 1.0 real / 0.0 padding
   next_sentence_labels                      [1]                       1 = B is a random next sentence
-Records are encoded in NumPy (example_proto.py). Instances go round-robin over the output shards, as
-google-research writes them; each shard is written to a temporary name and renamed, so a reader never sees a
-partial file.
+Records are encoded and framed in NumPy (example_proto.py, tfrecord_frames below). Instances go round-robin over
+the output shards, as google-research writes them; each shard is written to a temporary name and renamed, so a
+reader never sees a partial file.
 """
 
 from __future__ import annotations
@@ -16,11 +16,12 @@ import contextlib
 import glob
 import os
 
+import google_crc32c as crc32c
 import numpy as np
 import tensorflow as tf
 
 from bert_keras.atomic import atomic_file
-from bert_keras.pretraining.example_proto import encode_examples
+from bert_keras.pretraining.example_proto import encode_examples, example_blocks, join_blocks
 from bert_keras.pretraining.parallel import ordered_map
 
 
@@ -40,48 +41,88 @@ FEATURE_DTYPES = {name: spec.dtype for name, spec in feature_spec(1, 1).items()}
 def serialize_examples(batches, batch_size: int = 4096):
     """Instances -> their serialized tf.train.Example protos (bytes), in order, as an iterator. `batches`: a
     sequence of {name: array [n, k]} (InstanceBatches, made on demand), or one such dict (cut in `batch_size`)."""
-    for records in _serialized_batches(batches, batch_size):
-        yield from records
-
-
-def _serialized_batches(batches, batch_size: int = 4096):
-    """Per batch, the list of its serialized records. Each batch is made and encoded in NumPy
-    (example_proto.encode_examples: the wire format written directly, not a Python object per record) on a
-    thread per core: NumPy's array work runs without the GIL, so the next batches encode while the caller
-    writes this one. The bytes equal protobuf's own deterministic serialization."""
-    if isinstance(batches, dict):
-        n = len(batches["input_ids"])
-        whole = batches
-        batches = [{k: v[first:first + batch_size] for k, v in whole.items()} for first in range(0, n, batch_size)]
-
-    def encode(b):
-        features = batches[b]
-        data, ends = encode_examples({name: np.asarray(features[name], np.float32 if dtype == tf.float32 else None)
-                                      for name, dtype in FEATURE_DTYPES.items()})
+    def records(features):
+        data, ends = encode_examples(_typed(features))
         data, ends = data.tobytes(), ends.tolist()
         return [data[start:end] for start, end in zip([0] + ends[:-1], ends)]
 
-    return ordered_map(encode, range(len(batches)))
+    for batch in ordered_map(records, _as_batches(batches, batch_size)):
+        yield from batch
 
 
-def write_records(batches, paths: list[str], progress=None) -> None:
-    """Instances (InstanceBatches or one {name: array [N, ...]}, see serialize_examples) -> records,
+def write_records(batches, paths: list[str], progress=None, batch_size: int = 4096) -> None:
+    """Instances (InstanceBatches or one {name: array [N, ...]}, see serialize_examples) -> TFRecord files,
     round-robin over `paths` (instance k to shard k % len(paths), as google-research writes them).
-    `progress(n)` is called after each batch of n records."""
+    `progress(n)` is called after each batch of n records.
+
+    Each batch is made, encoded and framed in NumPy on a thread per core (NumPy's array work runs without the
+    GIL), as one block of bytes per shard; the caller's thread only appends them to the files."""
+    batches = _as_batches(batches, batch_size)
+    size = len(batches[0]["input_ids"]) if len(batches) else 0      # every batch but the last is full
+
+    def frame(b):
+        features = _typed(batches[b])
+        n = len(features["input_ids"])
+        shard = (b * size + np.arange(n)) % len(paths)
+        if len(paths) > 1:                           # each shard's records together, in order
+            order = np.argsort(shard, kind="stable")
+            features = {name: values[order] for name, values in features.items()}
+        data, ends = tfrecord_frames(features)
+        cuts = np.concatenate([[0], ends[np.cumsum(np.bincount(shard, minlength=len(paths))) - 1]])
+        return [data[cuts[i]:cuts[i + 1]] for i in range(len(paths))], n
+
     with contextlib.ExitStack() as stack:            # every shard renamed into place on success, removed on error
-        writers = [tf.io.TFRecordWriter(stack.enter_context(atomic_file(p))) for p in paths]
-        try:
-            k = 0
-            for records in _serialized_batches(batches):
-                for i, writer in enumerate(writers):          # this batch's records of each shard
-                    for record in records[(i - k) % len(writers)::len(writers)]:
-                        writer.write(record)
-                k += len(records)
-                if progress:
-                    progress(len(records))
-        finally:
-            for writer in writers:
-                writer.close()
+        files = [stack.enter_context(open(stack.enter_context(atomic_file(p)), "wb")) for p in paths]
+        for shards, n in ordered_map(frame, range(len(batches))):
+            for f, data in zip(files, shards):
+                f.write(data)
+            if progress:
+                progress(n)
+
+
+def tfrecord_frames(features: dict) -> tuple[np.ndarray, np.ndarray]:
+    """{name: [N, k] array} -> the N tf.train.Examples framed as TFRecords, back to back (uint8 [total]; the
+    bytes tf.io.TFRecordWriter writes for them), and the end of each [N].
+
+    A record is: its length (uint64, little-endian), the masked CRC-32C of those 8 bytes, the serialized
+    Example, the masked CRC-32C of the Example (tensorflow/core/lib/io/record_writer.cc). The length and its
+    check are two more column blocks in front of the Example's; its CRC is filled in once its bytes are in
+    place (google-crc32c: the CPU's CRC32 instruction, ~5x TF's own software CRC on 800-byte records)."""
+    blocks, sizes = example_blocks(features)
+    n = len(sizes)
+    lengths = sizes.astype("<u8")
+    distinct, which = np.unique(lengths, return_inverse=True)
+    length_crc = _masked(np.array([crc32c.value(v.tobytes()) for v in distinct], np.uint32))[which.reshape(-1)]
+    data, ends = join_blocks([(lengths.view(np.uint8).reshape(n, 8), None), (_bytes(length_crc), None), *blocks,
+                              (np.zeros((n, 4), np.uint8), None)])
+    stream, starts = data.tobytes(), (ends - sizes - 4).tolist()
+    crcs = np.array([crc32c.value(stream[a:b]) for a, b in zip(starts, (ends - 4).tolist())], np.uint32)
+    data[(ends - 4)[:, None] + np.arange(4)] = _bytes(_masked(crcs))
+    return data, ends
+
+
+def _masked(crc: np.ndarray) -> np.ndarray:
+    """TFRecord's masked CRC: rotated right by 15 bits, plus a constant (uint32 [N])."""
+    return ((crc >> np.uint32(15)) | (crc << np.uint32(17))) + np.uint32(0xA282EAD8)
+
+
+def _bytes(values: np.ndarray) -> np.ndarray:
+    """uint32 [N] -> their little-endian bytes [N, 4]."""
+    return values.astype("<u4").view(np.uint8).reshape(-1, 4)
+
+
+def _typed(features: dict) -> dict:
+    """google-research's features in its order and types (float32 weights, integers otherwise)."""
+    return {name: np.asarray(features[name], np.float32 if dtype == tf.float32 else None)
+            for name, dtype in FEATURE_DTYPES.items()}
+
+
+def _as_batches(batches, batch_size: int):
+    """InstanceBatches (or any sequence of feature dicts) as they are; one dict cut into `batch_size` rows each."""
+    if isinstance(batches, dict):
+        whole, n = batches, len(batches["input_ids"])
+        return [{k: v[first:first + batch_size] for k, v in whole.items()} for first in range(0, n, batch_size)]
+    return batches
 
 
 def record_files(pattern: str) -> list[str]:
