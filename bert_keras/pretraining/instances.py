@@ -339,7 +339,7 @@ class InstanceBatches:
     at once, are the same, and the same seed gives the same bytes."""
 
     def __init__(self, documents: TokenizedDocuments, vocab_tokens: list[str], config: MaskingConfig,
-                 seed: int = 12345, batch_size: int = 4096, progress=None):
+                 seed: int = 12345, batch_size: int = 2048, progress=None):
         self.config, self.seed, self.batch_size = config, seed, batch_size
         self.tokens = np.append(documents.tokens, np.int32(0))        # [T + 1]: padding reads the final 0
         self.vocab = VocabIds(vocab_tokens)

@@ -38,7 +38,7 @@ def feature_spec(max_seq_length: int, max_predictions_per_seq: int) -> dict:
 FEATURE_DTYPES = {name: spec.dtype for name, spec in feature_spec(1, 1).items()}
 
 
-def serialize_examples(batches, batch_size: int = 4096):
+def serialize_examples(batches, batch_size: int = 2048):
     """Instances -> their serialized tf.train.Example protos (bytes), in order, as an iterator. `batches`: a
     sequence of {name: array [n, k]} (InstanceBatches, made on demand), or one such dict (cut in `batch_size`)."""
     def records(features):
@@ -50,7 +50,7 @@ def serialize_examples(batches, batch_size: int = 4096):
         yield from batch
 
 
-def write_records(batches, paths: list[str], progress=None, batch_size: int = 4096) -> None:
+def write_records(batches, paths: list[str], progress=None, batch_size: int = 2048) -> None:
     """Instances (InstanceBatches or one {name: array [N, ...]}, see serialize_examples) -> TFRecord files,
     round-robin over `paths` (instance k to shard k % len(paths), as google-research writes them).
     `progress(n)` is called after each batch of n records.
