@@ -113,27 +113,27 @@ def pairs_from_document(starts: list[list[int]], ends: list[list[int]], index: i
     target = max_tokens
     if draw() < config.short_seq_prob:
         target = 2 + int(draw() * (max_tokens - 1))                     # randint(2, max_tokens)
-    pairs, first, i, n = [], 0, 0, len(document)           # the chunk is sentences first..i of the document
-    while i < n:
-        if i == n - 1 or stops[i] - document[first] >= target:
-            chunk = i - first + 1
-            a_end = 1 + int(draw() * (chunk - 1)) if chunk >= 2 else 1    # randint(1, chunk - 1)
-            a_start, a_length = document[first], stops[first + a_end - 1] - document[first]
-            if chunk == 1 or draw() < 0.5:
-                for _ in range(10):
-                    other = int(draw() * len(starts))
-                    if other != index:
-                        break
-                j = int(draw() * len(starts[other]))
-                # B: sentences j.. of the other document until they reach target - a_length tokens
-                b_start, b_stops = starts[other][j], ends[other]
-                k = bisect.bisect_left(b_stops, b_start + target - a_length, lo=j)
-                pairs.append((a_start, a_length, b_start, b_stops[min(k, len(b_stops) - 1)] - b_start, 1))
-                i = first + a_end - 1                     # the unused sentences are put back
-            else:
-                pairs.append((a_start, a_length, stops[first + a_end - 1], stops[i] - a_start - a_length, 0))
-            first = i + 1
-        i += 1
+    pairs, first, n = [], 0, len(document)
+    while first < n:
+        # the chunk: sentences first..i, up to the first that brings it to `target` tokens (or the last one)
+        i = min(bisect.bisect_left(stops, document[first] + target, lo=first), n - 1)
+        chunk = i - first + 1
+        a_end = 1 + int(draw() * (chunk - 1)) if chunk >= 2 else 1    # randint(1, chunk - 1)
+        a_start, a_length = document[first], stops[first + a_end - 1] - document[first]
+        if chunk == 1 or draw() < 0.5:
+            for _ in range(10):
+                other = int(draw() * len(starts))
+                if other != index:
+                    break
+            j = int(draw() * len(starts[other]))
+            # B: sentences j.. of the other document until they reach target - a_length tokens
+            b_start, b_stops = starts[other][j], ends[other]
+            k = bisect.bisect_left(b_stops, b_start + target - a_length, lo=j)
+            pairs.append((a_start, a_length, b_start, b_stops[min(k, len(b_stops) - 1)] - b_start, 1))
+            i = first + a_end - 1                         # the unused sentences are put back
+        else:
+            pairs.append((a_start, a_length, stops[first + a_end - 1], stops[i] - a_start - a_length, 0))
+        first = i + 1
     return pairs
 
 
