@@ -314,3 +314,76 @@ def test_shards_take_the_records_round_robin_across_batches(minilm_vocab, tmp_pa
             for record in records[i::3]:
                 writer.write(record)
         assert open(path, "rb").read() == open(reference, "rb").read()
+
+
+def google_chunk_walk(lengths, config, seed, block_sentences):
+    """google-research's create_instances_from_document loop up to truncation, transcribed sentence by sentence
+    (current_chunk, current_length, unused sentences put back), on sentence lengths; fed the uniforms
+    create_pairs draws (per pass and block of documents: the targets [2, docs], a chunk's a_end and coin at its
+    first sentence [2, sentences], then the random-next draws [11, chunks] in chunk order)."""
+    rng = np.random.default_rng(seed)
+    count = [len(d) for d in lengths]
+    first = np.cumsum([0] + count[:-1]).tolist()
+    sizes = [n for d in lengths for n in d]
+    starts = np.cumsum([0] + sizes[:-1]).tolist()
+    blocks = np.searchsorted(first, np.arange(0, len(sizes), block_sentences)).tolist() + [len(count)]
+    max_tokens = config.max_seq_length - 3
+    pairs = []
+    for _ in range(config.dupe_factor):
+        for lo, hi in zip(blocks[:-1], blocks[1:]):
+            if lo == hi:
+                continue
+            short, size = rng.random((2, hi - lo))
+            base = first[lo]
+            u = rng.random((2, first[hi - 1] + count[hi - 1] - base))
+            chunks = []
+            for d in range(lo, hi):
+                target = 2 + int(size[d - lo] * (max_tokens - 1)) if short[d - lo] < config.short_seq_prob \
+                    else max_tokens
+                chunk, length, i = [], 0, 0
+                while i < count[d]:
+                    chunk.append(first[d] + i)
+                    length += sizes[first[d] + i]
+                    if i == count[d] - 1 or length >= target:
+                        draw = u[:, chunk[0] - base]
+                        a_end = 1 + int(draw[0] * (len(chunk) - 1)) if len(chunk) >= 2 else 1
+                        random_next = len(chunk) == 1 or draw[1] < 0.5
+                        chunks.append((d, chunk, a_end, random_next, target))
+                        if random_next:
+                            i -= len(chunk) - a_end
+                        chunk, length = [], 0
+                    i += 1
+            v = rng.random((11, len(chunks)))
+            for k, (d, chunk, a_end, random_next, target) in enumerate(chunks):
+                a = chunk[:a_end]
+                a_length = sum(sizes[x] for x in a)
+                if random_next:
+                    for t in range(10):
+                        other = int(v[t, k] * len(count))
+                        if other != d:
+                            break
+                    b = []
+                    for x in range(first[other] + int(v[10, k] * count[other]), first[other] + count[other]):
+                        b.append(x)
+                        if sum(sizes[y] for y in b) >= target - a_length:
+                            break
+                else:
+                    b = chunk[a_end:]
+                pairs.append((starts[a[0]], a_length, starts[b[0]], sum(sizes[y] for y in b), int(random_next)))
+    pairs = np.array(pairs, np.int64).reshape(-1, 5)
+    return pairs[rng.permutation(len(pairs))]
+
+
+@pytest.mark.parametrize("block_sentences", [1 << 20, 37])
+def test_pairs_follow_google_researchs_chunk_loop(monkeypatch, block_sentences):
+    """create_pairs (every sentence's chunk at once, documents' chunks found by pointer doubling) gives exactly
+    the pairs of google-research's sequential loop fed the same uniforms; also when documents go in blocks."""
+    from bert_keras.pretraining import instances
+    rng = np.random.default_rng(5)
+    lengths = [rng.integers(1, 40, rng.integers(1, 30)).tolist() for _ in range(60)] + [[90], [3, 200, 4]]
+    documents = instances.TokenizedDocuments(np.zeros(sum(map(sum, lengths)), np.int32), lengths)
+    config = instances.MaskingConfig(max_seq_length=48, short_seq_prob=0.3, dupe_factor=3)
+    monkeypatch.setattr(instances, "BLOCK_SENTENCES", block_sentences)
+    pairs = instances.create_pairs(documents, config, seed=11)
+    assert len(pairs) > 300 and 0.3 < pairs[:, 4].mean() < 0.8
+    np.testing.assert_array_equal(pairs, google_chunk_walk(lengths, config, 11, block_sentences))
