@@ -109,7 +109,8 @@ def _kept(block) -> np.ndarray:
 def encode_examples(features: dict) -> tuple[np.ndarray, np.ndarray]:
     """{name: [N, k] array} (float32 -> float_list, any integer dtype -> int64_list) -> (the N serialized
     tf.train.Example protos back to back as uint8 [total bytes], end offset of each [N] int64)."""
-    return join_blocks(example_blocks(features)[0])
+    blocks, sizes = example_blocks(features)
+    return join_blocks(blocks), np.cumsum(sizes)
 
 
 def example_blocks(features: dict) -> tuple[list, np.ndarray]:
@@ -144,8 +145,8 @@ def example_blocks(features: dict) -> tuple[list, np.ndarray]:
     return blocks, 1 + varint_sizes(features_size) + features_size
 
 
-def join_blocks(blocks: list) -> tuple[np.ndarray, np.ndarray]:
-    """Column blocks (see example_blocks) -> (their kept bytes row after row, uint8 [total], end of each row [N])."""
+def join_blocks(blocks: list) -> np.ndarray:
+    """Column blocks (see example_blocks) -> their kept bytes, row after row, uint8 [total]."""
     # One [N, W] byte matrix and its keep mask, filled block by block; the mask starts all True, so only blocks
     # with unused varint bytes write to it.
     n, width = len(blocks[0][0]), sum(data.shape[1] for data, _ in blocks)
@@ -159,4 +160,4 @@ def join_blocks(blocks: list) -> tuple[np.ndarray, np.ndarray]:
     # makes an int64 index of every kept byte, ~3 MB per 512 rows instead of ~13 MB for a batch of 2,048.
     rows = 512
     kept = [np.compress(keep[i:i + rows].reshape(-1), data[i:i + rows].reshape(-1)) for i in range(0, n, rows)]
-    return np.concatenate([np.zeros(0, np.uint8), *kept]), np.cumsum(keep.view(np.uint8).sum(axis=1, dtype=np.int64))
+    return np.concatenate([np.zeros(0, np.uint8), *kept])
