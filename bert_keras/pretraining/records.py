@@ -58,7 +58,8 @@ def write_records(batches, paths: list[str], progress=None, batch_size: int = 20
     Each batch is made, encoded and framed in NumPy on a thread per core (NumPy's array work runs without the
     GIL), as one block of bytes per shard; the caller's thread only appends them to the files."""
     batches = _as_batches(batches, batch_size)
-    size = len(batches[0]["input_ids"]) if len(batches) else 0      # every batch but the last is full
+    # every batch but the last is full (InstanceBatches knows its size without making a batch)
+    size = getattr(batches, "batch_size", None) or (len(batches[0]["input_ids"]) if len(batches) else 0)
 
     def frame(b):
         features = _typed(batches[b])
@@ -68,8 +69,8 @@ def write_records(batches, paths: list[str], progress=None, batch_size: int = 20
             order = np.argsort(shard, kind="stable")
             features = {name: values[order] for name, values in features.items()}
         data, ends = tfrecord_frames(features)
-        cuts = np.concatenate([[0], ends[np.cumsum(np.bincount(shard, minlength=len(paths))) - 1]])
-        return [data[cuts[i]:cuts[i + 1]] for i in range(len(paths))], n
+        cuts = np.concatenate([[0], ends])[np.cumsum(np.bincount(shard, minlength=len(paths)))]
+        return [data[a:b] for a, b in zip([0, *cuts[:-1]], cuts)], n
 
     with contextlib.ExitStack() as stack:            # every shard renamed into place on success, removed on error
         files = [stack.enter_context(open(stack.enter_context(atomic_file(p)), "wb")) for p in paths]

@@ -302,18 +302,19 @@ def test_shards_take_the_records_round_robin_across_batches(minilm_vocab, tmp_pa
     pre = BertPreprocessor(minilm_vocab)
     documents = tokenize_documents(read_documents([CORPUS]), pre)
     batches = create_instances(documents, pre.vocab, MaskingConfig(max_seq_length=SEQ, dupe_factor=1), seed=3)
-    batches.batch_size = 10
-    records = list(serialize_examples(batches))
-    assert len(records) > 40
-    paths = [str(tmp_path / f"s{i}.tfrecord") for i in range(3)]
-    write_records(batches, paths)
-    for i, path in enumerate(paths):
-        assert [r.numpy() for r in tf.data.TFRecordDataset(path)] == records[i::3]
-        reference = str(tmp_path / f"reference{i}.tfrecord")
-        with tf.io.TFRecordWriter(reference) as writer:
-            for record in records[i::3]:
-                writer.write(record)
-        assert open(path, "rb").read() == open(reference, "rb").read()
+    for batch_size in (10, 2):                       # batches of 2: in each, one of the 3 shards gets nothing
+        batches.batch_size = batch_size
+        records = list(serialize_examples(batches))
+        assert len(records) > 40
+        paths = [str(tmp_path / f"s{batch_size}-{i}.tfrecord") for i in range(3)]
+        write_records(batches, paths)
+        for i, path in enumerate(paths):
+            assert [r.numpy() for r in tf.data.TFRecordDataset(path)] == records[i::3]
+            reference = str(tmp_path / f"reference{i}.tfrecord")
+            with tf.io.TFRecordWriter(reference) as writer:
+                for record in records[i::3]:
+                    writer.write(record)
+            assert open(path, "rb").read() == open(reference, "rb").read()
 
 
 def google_chunk_walk(lengths, config, seed, block_sentences):
