@@ -227,9 +227,8 @@ def _choose_whole_word_positions(ids, candidate, num_to_predict, vocab: VocabIds
     row_base = (np.arange(n, dtype=np.int64) * s)[:, None]                # flat indexing: ~2x take_along_axis
     row, column = np.nonzero(candidate & chosen_words.reshape(-1)[np.maximum(word, 0) + row_base])
     per_row = np.bincount(row, minlength=n)
-    rank = np.arange(len(row)) - np.repeat(np.cumsum(per_row) - per_row, per_row)   # index among the row's
     positions = np.zeros((n, config.max_predictions_per_seq), np.int64)
-    positions[row, rank] = column
+    positions[row, _index_in_group(per_row)] = column                    # index among the row's positions
     return positions, np.arange(config.max_predictions_per_seq) < per_row[:, None]
 
 
@@ -297,23 +296,25 @@ def create_pairs(documents: TokenizedDocuments, config: MaskingConfig, seed: int
     starts = ends - sizes                                               # [S] each sentence's token span
     count = np.array([len(d) for d in documents.lengths], np.int64)     # [D] sentences of each document
     first = np.cumsum(count) - count                                    # [D] its first sentence
+    last = first + count - 1                                            # [D] and its last
     blocks = np.searchsorted(first, np.arange(0, len(sizes), BLOCK_SENTENCES)).tolist() + [len(count)]
     pairs = []
     for _ in range(config.dupe_factor):
         for lo, hi in zip(blocks[:-1], blocks[1:]):
             if lo < hi:
-                pairs.append(_chunk_pairs(starts, ends, first, count, lo, hi, config, rng))
+                pairs.append(_chunk_pairs(starts, ends, first, last, lo, hi, config, rng))
             if progress:
                 progress(hi - lo)
     pairs = np.concatenate([np.zeros((0, 5), np.int64), *pairs])
     return pairs[rng.permutation(len(pairs))]
 
 
-def _chunk_pairs(starts, ends, first, count, lo: int, hi: int, config: MaskingConfig, rng: np.random.Generator):
-    """One pass over documents lo..hi-1 (see create_pairs) -> their pairs [P, 5]."""
-    s = np.arange(first[lo], first[hi - 1] + count[hi - 1])             # [S] the block's sentences
-    doc = np.repeat(np.arange(lo, hi), count[lo:hi])                    # [S] and their documents
-    last = (first + count - 1)[doc]
+def _chunk_pairs(starts, ends, first, last, lo: int, hi: int, config: MaskingConfig, rng: np.random.Generator):
+    """One pass over documents lo..hi-1 (see create_pairs; first/last: each document's first/last sentence)
+    -> their pairs [P, 5]."""
+    s = np.arange(first[lo], last[hi - 1] + 1)                          # [S] the block's sentences
+    doc = np.repeat(np.arange(lo, hi), last[lo:hi] - first[lo:hi] + 1)  # [S] and their documents
+    doc_last = last[doc]
     max_tokens = config.max_seq_length - 3
     short, size = rng.random((2, hi - lo))
     target = np.where(short < config.short_seq_prob, 2 + (size * (max_tokens - 1)).astype(np.int64),
@@ -322,24 +323,23 @@ def _chunk_pairs(starts, ends, first, count, lo: int, hi: int, config: MaskingCo
     # (or the document's last); A = s..a_last; the next chunk starts after A when B is random (the rest is put
     # back), else after the chunk.
     u = rng.random((2, len(s)))
-    i = np.minimum(np.searchsorted(ends, starts[s] + target), last)
+    i = np.minimum(np.searchsorted(ends, starts[s] + target), doc_last)
     chunk = i - s + 1
     a_last = s + np.where(chunk >= 2, (u[0] * (chunk - 1)).astype(np.int64), 0)     # a_end: randint(1, chunk-1)
     random_next = (chunk == 1) | (u[1] < 0.5)
     successor = np.where(random_next, a_last, i) + 1
     # The chunks google's loop visits: from each document's first sentence, successor after successor.
-    at = _path_nodes(np.where(successor <= last, successor - s[0], len(s)), first[lo:hi] - s[0])
+    at = _path_nodes(np.where(successor <= doc_last, successor - s[0], len(s)), first[lo:hi] - s[0])
     s, doc, target, i, a_last, random_next = s[at], doc[at], target[at], i[at], a_last[at], random_next[at]
     a_length = ends[a_last] - starts[s]
     # Random B: up to 10 tries at another document, from a random sentence of it until B reaches
     # target - len(A) tokens (at least one sentence).
     u = rng.random((11, len(s)))
-    tries = (u[:10] * len(count)).astype(np.int64)
+    tries = (u[:10] * len(first)).astype(np.int64)
     other = tries[(tries != doc).argmax(0), np.arange(len(s))]        # the first that differs (or, as google's
                                                                         # loop ends, the document itself)
-    b_first = first[other] + (u[10] * count[other]).astype(np.int64)
-    b_last = np.minimum(np.maximum(_search_sorted(ends, starts[b_first] + target - a_length), b_first),
-                        first[other] + count[other] - 1)
+    b_first = first[other] + (u[10] * (last[other] - first[other] + 1)).astype(np.int64)
+    b_last = np.minimum(np.maximum(_search_sorted(ends, starts[b_first] + target - a_length), b_first), last[other])
     b_start = np.where(random_next, starts[b_first], ends[a_last])
     b_length = np.where(random_next, ends[b_last] - starts[b_first], ends[i] - ends[a_last])
     return np.stack([starts[s], a_length, b_start, b_length, random_next.astype(np.int64)], 1)
@@ -352,6 +352,11 @@ def _search_sorted(values: np.ndarray, keys: np.ndarray) -> np.ndarray:
     found = np.empty(len(keys), np.int64)
     found[order] = np.searchsorted(values, keys[order])
     return found
+
+
+def _index_in_group(lengths: np.ndarray) -> np.ndarray:
+    """Consecutive groups of lengths[g] items -> each item's index in its group: [2, 3] -> [0, 1, 0, 1, 2]."""
+    return np.arange(int(lengths.sum())) - np.repeat(np.cumsum(lengths) - lengths, lengths)
 
 
 def _path_nodes(successor: np.ndarray, heads: np.ndarray) -> np.ndarray:
@@ -369,9 +374,8 @@ def _path_nodes(successor: np.ndarray, heads: np.ndarray) -> np.ndarray:
         jump = jump[jump]
         jumps.append(jump)
     lengths = seen[heads]
-    head = np.repeat(heads, lengths)
-    step = np.arange(len(head)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-    node = head
+    step = _index_in_group(lengths)
+    node = np.repeat(heads, lengths)
     for k, jump in enumerate(jumps[:-1]):
         node = np.where(step >> k & 1, jump[node], node)
     return node

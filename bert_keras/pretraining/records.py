@@ -70,7 +70,7 @@ def write_records(batches, paths: list[str], progress=None, batch_size: int = 20
             features = {name: values[order] for name, values in features.items()}
         data, ends = tfrecord_frames(features)
         cuts = np.concatenate([[0], ends])[np.cumsum(np.bincount(shard, minlength=len(paths)))]
-        return [data[a:b] for a, b in zip([0, *cuts[:-1]], cuts)], n
+        return [data[start:end] for start, end in zip([0, *cuts[:-1]], cuts)], n
 
     with contextlib.ExitStack() as stack:            # every shard renamed into place on success, removed on error
         files = [stack.enter_context(open(stack.enter_context(atomic_file(p)), "wb")) for p in paths]
