@@ -17,7 +17,10 @@ Why not TF.Text's FastBertNormalizer for the general route: it folds with NFKC-l
 Speed: everything runs on flat tensors with the raw TF.Text kernels (no RaggedTensor helpers, whose shape
 checks add ~1,000 graph nodes and ~2 ms to every call): one call costs ~0.3 ms plus the work, which is what
 matters in `tf.data`, where the graph runs once per batch. Rows are routed with dynamic_partition and the
-results put back in order with one ragged gather.
+results put back in order with one ragged gather. Called eagerly (a notebook, the pretraining data tool), each
+op costs Python time under the GIL: `tokenize` (ids only) skips the general route's offset work, and a few
+wrappers that cost ~0.1-0.4 ms each (tf.searchsorted, slicing in loops) are avoided, so an eager call costs
+~4 ms besides its work (it was ~9 ms).
 
 Invalid UTF-8: each invalid byte is read as U+FFFD, which BERT drops; offsets still index the original bytes.
 The reference is HF tokenizers' BertWordPieceTokenizer, except where it is wrong, and then google-research's
@@ -33,7 +36,7 @@ from __future__ import annotations
 
 import numpy as np
 import tensorflow as tf
-from tensorflow.python.ops import gen_string_ops
+from tensorflow.python.ops import gen_array_ops, gen_string_ops
 from tensorflow_text.core.pybinds.pywrap_fast_wordpiece_tokenizer_model_builder import build_fast_wordpiece_model
 from tensorflow_text.python.ops.fast_wordpiece_tokenizer import gen_fast_wordpiece_tokenizer
 
@@ -63,9 +66,16 @@ class WordpieceTokenizer:
         self._unk_id = vocab.index(UNK)
 
     def tokenize(self, text):
-        return self.tokenize_with_offsets(text)[0]
+        """[B] strings -> RaggedTensor [B, (tokens)] int32 ids."""
+        return self._tokenize(text, offsets=False)[0]
 
     def tokenize_with_offsets(self, text):
+        """[B] strings -> (ids, starts, ends): RaggedTensors [B, (tokens)], [start, end) bytes of the original."""
+        return self._tokenize(text, offsets=True)
+
+    def _tokenize(self, text, offsets: bool):
+        # Without offsets the general route stops once it has the ids: called eagerly (the pretraining data
+        # tool, a notebook) that is ~35 fewer ops to dispatch; in a graph the unused ops would be pruned anyway.
         text = tf.reshape(tf.convert_to_tensor(text, dtype=tf.string), [-1])
         # Plain: printable ASCII without a word of more than 100 characters (a run of 101 letters or digits:
         # every other printable ASCII character splits words), which must become [UNK].
@@ -74,21 +84,21 @@ class WordpieceTokenizer:
         general = tf.cast(tf.logical_not(plain), tf.int32)
         plain_rows, general_rows = tf.dynamic_partition(tf.range(tf.size(text)), general, 2)
         plain_text, general_text = tf.dynamic_partition(text, general, 2)
-        routes = (self._plain_text(plain_text), self._general_text(general_text))
-        ids, starts, ends, splits = _stitch_rows((plain_rows, general_rows), routes)
-        as_ragged = lambda values: tf.RaggedTensor.from_row_splits(values, splits, validate=False)  # noqa: E731
-        return as_ragged(ids), as_ragged(starts), as_ragged(ends)
+        routes = (self._plain_text(plain_text, offsets), self._general_text(general_text, offsets))
+        values, splits = _stitch_rows((plain_rows, general_rows), routes)
+        return tuple(tf.RaggedTensor.from_row_splits(v, splits, validate=False) for v in values)
 
-    def _plain_text(self, text):
-        """[R] printable-ASCII strings -> flat (ids, starts, ends) and row splits [R + 1]."""
+    def _plain_text(self, text, offsets: bool):
+        """[R] printable-ASCII strings -> flat [ids] or [ids, starts, ends], and row splits [R + 1]."""
         if self.lower_case:
             text = tf.strings.lower(text)
         _, ids, splits, starts, ends = gen_fast_wordpiece_tokenizer.fast_wordpiece_tokenize_with_offsets(
             input_values=text, wp_model=self._model)
-        return tf.cast(ids, tf.int32), starts, ends, splits
+        ids = tf.cast(ids, tf.int32)
+        return ([ids, starts, ends] if offsets else [ids]), splits
 
-    def _general_text(self, text):
-        """[R] other strings -> flat (ids, starts, ends) and row splits [R + 1]."""
+    def _general_text(self, text, offsets: bool):
+        """[R] other strings -> flat [ids] or [ids, starts, ends], and row splits [R + 1]."""
         words, word_starts, word_splits = split_words_flat(text, self.lower_case)               # [N], [R + 1]
         general = tf.cast(tf.logical_not(tf.strings.regex_full_match(words, PLAIN_WORD)), tf.int32)
         plain_at, general_at = tf.dynamic_partition(tf.range(tf.size(words)), general, 2)
@@ -106,6 +116,9 @@ class WordpieceTokenizer:
         normalized = tf.dynamic_stitch([plain_at, general_at], [plain_norm, general_norm])    # [N]
 
         ids, piece_starts, piece_ends, piece_splits = self._word_pieces(normalized)           # offsets in-word
+        splits = tf.gather(piece_splits, word_splits)
+        if not offsets:
+            return [ids], splits
         num_pieces = tf.size(ids, out_type=tf.int64)
         piece_word = _row_ids(piece_splits, num_pieces)                                        # [P]
         base = tf.gather(word_starts, piece_word)
@@ -127,15 +140,15 @@ class WordpieceTokenizer:
         rank = tf.gather(word_rank, tf.gather(piece_word, general_pieces))
         first = tf.gather(word_base, rank) + tf.gather(piece_starts, general_pieces)
         last = tf.gather(word_base, rank) + tf.gather(piece_ends, general_pieces) - 1
-        first_char = tf.searchsorted(char_base, first, side="right") - 1
-        last_char = tf.searchsorted(char_base, last, side="right") - 1
+        first_char = _upper_bound(char_base, first) - 1
+        last_char = _upper_bound(char_base, last) - 1
         general_base = tf.gather(base, general_pieces)
         starts = tf.dynamic_stitch([plain_pieces, general_pieces],
                                    [tf.gather(starts, plain_pieces),
                                     general_base + tf.gather(char_starts, first_char)])
         ends = tf.dynamic_stitch([plain_pieces, general_pieces],
                                  [tf.gather(ends, plain_pieces), general_base + tf.gather(char_ends, last_char)])
-        return ids, starts, ends, tf.gather(piece_splits, word_splits)
+        return [ids, starts, ends], splits
 
     def _word_pieces(self, words):
         """Normalised words [N] -> flat (ids, starts, ends) [P] in normalised bytes and splits [N + 1]; a word of
@@ -154,23 +167,27 @@ class WordpieceTokenizer:
 
 def _row_ids(splits, num_values):
     """Row splits [R + 1] -> the row of each of the num_values values [V] (int64)."""
-    return tf.searchsorted(splits[1:], tf.range(num_values, dtype=splits.dtype), side="right")
+    return _upper_bound(splits, tf.range(num_values, dtype=splits.dtype)) - 1
+
+
+def _upper_bound(sorted_values, values):
+    """[S] ascending, [V] -> [V] int64: how many of sorted_values are <= each value. tf.searchsorted(side="right")
+    without its shape juggling, which costs ~0.4 ms of Python on every eager call."""
+    return tf.squeeze(gen_array_ops.upper_bound(tf.expand_dims(sorted_values, 0), tf.expand_dims(values, 0),
+                                                out_type=tf.int64), [0])
 
 
 def _stitch_rows(rows, routes):
     """Puts rows tokenized by separate routes back in their original order.
 
-    rows: per route, the original row indices [R_k]; routes: per route, flat (ids, starts, ends) and row splits
-    [R_k + 1]. Returns flat (ids, starts, ends) and row splits [B + 1] in original row order."""
-    values = [tf.concat([route[i] for route in routes], 0) for i in range(3)]
-    offset, starts, lengths = tf.constant(0, tf.int64), [], []
-    for route in routes:
-        splits = tf.cast(route[3], tf.int64)
-        starts.append(splits[:-1] + offset)
-        lengths.append(splits[1:] - splits[:-1])
-        offset += splits[-1]
-    row_starts = tf.dynamic_stitch(list(rows), starts)
-    row_lengths = tf.dynamic_stitch(list(rows), lengths)
+    rows: per route, the original row indices [R_k]; routes: per route, a list of flat values ([ids] or [ids,
+    starts, ends]) and row splits [R_k + 1]. Returns the flat values and row splits [B + 1] in original row
+    order."""
+    values = [tf.concat(route_values, 0) for route_values in zip(*(values for values, _ in routes))]
+    lengths = tf.concat([splits[1:] - splits[:-1] for _, splits in routes], 0)               # [B], route order
+    rows = tf.concat(rows, 0)
+    row_starts = tf.dynamic_stitch([rows], [tf.cumsum(lengths, exclusive=True)])           # where a row begins
+    row_lengths = tf.dynamic_stitch([rows], [lengths])
     order = tf.ragged.range(row_starts, row_starts + row_lengths).flat_values
-    splits = tf.concat([[0], tf.cumsum(row_lengths)], 0)
-    return (*(tf.gather(v, order) for v in values), splits)
+    splits = tf.concat([tf.zeros([1], row_lengths.dtype), tf.cumsum(row_lengths)], 0)
+    return [tf.gather(v, order) for v in values], splits
