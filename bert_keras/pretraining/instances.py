@@ -72,11 +72,11 @@ def tokenize_documents(documents: list[list[str]], preprocessor, batch_size: int
     """Every sentence tokenized by the model's own preprocessor: TF.Text kernels, up to `batch_size` lines a call.
 
     The calls run eagerly on a thread per core (TF runs an eager op without the GIL): no function to trace
-    (~0.2 s) and both cores busy. Measured on 2 cores: WikiText-2 valid + test (17.5k lines) 0.11 s this way,
-    0.33 s through tf.data's map (batch 8192, 2 parallel calls); six times the lines 0.48 s against 0.75 s.
-    A call costs ~9 ms besides its lines (Python dispatching its ops, under the GIL), so the lines are cut into
-    as few calls as `batch_size` allows, a multiple of the thread count, all of one size: 17.5k lines as two calls
-    of 8.8k take 0.074 s, as 8192 + 8192 + 1.2k 0.085 s, as four of 4.4k 0.11 s."""
+    (~0.1 s, and ~0.04 s more for the first call) and both cores busy. A call costs ~4 ms besides its lines
+    (Python dispatching its ops, under the GIL), so the lines are cut into as few calls as `batch_size` allows, a
+    multiple of the thread count, all of one size. Measured on 2 cores, WikiText-2 valid + test (17.5k lines):
+    0.056 s as two calls, 0.060 s as four, 0.090 s as ten (0.33 s through tf.data's map, batches of 8192 and
+    2 parallel calls, when this was 0.11 s)."""
     import tensorflow as tf
 
     def tokenize(first):

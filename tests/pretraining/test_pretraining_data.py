@@ -275,6 +275,21 @@ def test_masking_picks_a_uniform_subset_of_the_candidates():
     assert all(abs(c - expected) < 5 * expected ** 0.5 for c in counts.values()), counts
 
 
+@pytest.mark.parametrize("batch_size", [1, 7, 16384])
+def test_tokenized_documents_are_hf_tokenizers_ids_however_the_lines_are_batched(minilm_vocab, batch_size):
+    from tokenizers import BertWordPieceTokenizer
+
+    from bert_keras import BertPreprocessor
+    from bert_keras.pretraining import read_documents, tokenize_documents
+    documents = read_documents([CORPUS])
+    hf = BertWordPieceTokenizer(minilm_vocab, lowercase=True)
+    expected = [[ids for ids in (hf.encode(s, add_special_tokens=False).ids for s in d) if ids] for d in documents]
+    expected = [d for d in expected if d]                      # empty sentences and documents are dropped
+    got = tokenize_documents(documents, BertPreprocessor(minilm_vocab), batch_size=batch_size)
+    assert got.lengths == [[len(ids) for ids in d] for d in expected]
+    assert got.tokens.tolist() == [t for d in expected for ids in d for t in ids]
+
+
 def test_instance_batches_do_not_depend_on_the_order_they_are_made_in(minilm_vocab):
     """Batches are made on worker threads in whatever order they finish; each draws from its own generator."""
     from bert_keras.preprocessing import BertPreprocessor
