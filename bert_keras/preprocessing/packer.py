@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from bert_keras.preprocessing.ragged_rows import row_ids
+
 TRUNCATIONS = ("round_robin", "longest_first")
 
 
@@ -75,8 +77,7 @@ def pack_segments(segments, cls_id: int, sep_id: int, seq_length: int | None = N
     run_starts = tf.reshape(tf.concat(run_starts, 1), [-1])                                  # [B * (2K + 1)]
     run_lengths = tf.concat(run_lengths, 1)                                                  # [B, 2K + 1]
     source = tf.ragged.range(run_starts, run_starts + tf.reshape(run_lengths, [-1]))
-    run = tf.searchsorted(source.row_splits[1:], tf.range(tf.size(source.flat_values, out_type=tf.int64)),
-                          side="right")                        # the run of each output token
+    run = row_ids(source.row_splits, tf.size(source.flat_values, out_type=tf.int64))  # each output token's run
     token_types = tf.gather(tf.tile(tf.constant(run_types, tf.int32), tf.shape(kept[:, 0])), run)
     total = tf.reduce_sum(run_lengths, axis=1)                                               # [B]
     row_splits = tf.concat([[0], tf.cumsum(total)], 0)

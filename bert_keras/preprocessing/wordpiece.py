@@ -19,8 +19,8 @@ checks add ~1,000 graph nodes and ~2 ms to every call): one call costs ~0.3 ms p
 matters in `tf.data`, where the graph runs once per batch. Rows are routed with dynamic_partition and the
 results put back in order with one ragged gather. Called eagerly (a notebook, the pretraining data tool), each
 op costs Python time under the GIL: `tokenize` (ids only) skips the general route's offset work, and a few
-wrappers that cost ~0.1-0.4 ms each (tf.searchsorted, slicing in loops) are avoided, so an eager call costs
-~4 ms besides its work (it was ~9 ms).
+wrappers that cost ~0.1-0.4 ms each (tf.searchsorted, see ragged_rows.py; slicing in loops) are avoided, so an
+eager call costs ~4 ms besides its work (it was ~9 ms).
 
 Invalid UTF-8: each invalid byte is read as U+FFFD, which BERT drops; offsets still index the original bytes.
 The reference is HF tokenizers' BertWordPieceTokenizer, except where it is wrong, and then google-research's
@@ -36,12 +36,13 @@ from __future__ import annotations
 
 import numpy as np
 import tensorflow as tf
-from tensorflow.python.ops import gen_array_ops, gen_string_ops
+from tensorflow.python.ops import gen_string_ops
 from tensorflow_text.core.pybinds.pywrap_fast_wordpiece_tokenizer_model_builder import build_fast_wordpiece_model
 from tensorflow_text.python.ops.fast_wordpiece_tokenizer import gen_fast_wordpiece_tokenizer
 
 from bert_keras.preprocessing.normalize import (LONG_ASCII_WORD, PLAIN_ASCII, PLAIN_WORD, normalize_characters,
                                                 split_words_flat)
+from bert_keras.preprocessing.ragged_rows import row_ids, upper_bound
 
 MAX_WORD_CHARS = 100          # the reference's max_input_chars_per_word
 UNK = "[UNK]"
@@ -111,7 +112,7 @@ class WordpieceTokenizer:
         num_chars = tf.size(code_points, out_type=tf.int64)
         chars = gen_string_ops.unicode_encode(code_points, tf.range(num_chars + 1), output_encoding="UTF-8")
         char_norm = normalize_characters(chars, self.lower_case)                               # [M]
-        char_word = _row_ids(char_splits, num_chars)                                           # [M]
+        char_word = row_ids(char_splits, num_chars)                                            # [M]
         general_norm = gen_string_ops.unsorted_segment_join(char_norm, char_word, tf.size(general_words))
         normalized = tf.dynamic_stitch([plain_at, general_at], [plain_norm, general_norm])    # [N]
 
@@ -120,7 +121,7 @@ class WordpieceTokenizer:
         if not offsets:
             return [ids], splits
         num_pieces = tf.size(ids, out_type=tf.int64)
-        piece_word = _row_ids(piece_splits, num_pieces)                                        # [P]
+        piece_word = row_ids(piece_splits, num_pieces)                                         # [P]
         base = tf.gather(word_starts, piece_word)
         starts, ends = base + piece_starts, base + piece_ends                   # right for plain words
         # Pieces of other words: each character owns the bytes its normalisation produced; the character
@@ -140,8 +141,8 @@ class WordpieceTokenizer:
         rank = tf.gather(word_rank, tf.gather(piece_word, general_pieces))
         first = tf.gather(word_base, rank) + tf.gather(piece_starts, general_pieces)
         last = tf.gather(word_base, rank) + tf.gather(piece_ends, general_pieces) - 1
-        first_char = _upper_bound(char_base, first) - 1
-        last_char = _upper_bound(char_base, last) - 1
+        first_char = upper_bound(char_base, first) - 1
+        last_char = upper_bound(char_base, last) - 1
         general_base = tf.gather(base, general_pieces)
         starts = tf.dynamic_stitch([plain_pieces, general_pieces],
                                    [tf.gather(starts, plain_pieces),
@@ -156,25 +157,13 @@ class WordpieceTokenizer:
         too_long = tf.strings.length(words, unit="UTF8_CHAR") > MAX_WORD_CHARS
         _, ids, splits, starts, ends = gen_fast_wordpiece_tokenizer.fast_wordpiece_tokenize_with_offsets(
             input_values=tf.where(too_long, "a", words), wp_model=self._model)     # "a": one piece, made [UNK]
-        piece_word = _row_ids(splits, tf.size(ids, out_type=tf.int64))
+        piece_word = row_ids(splits, tf.size(ids, out_type=tf.int64))
         long_piece = tf.gather(too_long, piece_word)
         word_bytes = tf.gather(tf.cast(tf.strings.length(words), tf.int64), piece_word)
         ids = tf.where(long_piece, self._unk_id, tf.cast(ids, tf.int32))
         starts = tf.where(long_piece, tf.zeros_like(starts), starts)
         ends = tf.where(long_piece, word_bytes, ends)
         return ids, starts, ends, splits
-
-
-def _row_ids(splits, num_values):
-    """Row splits [R + 1] -> the row of each of the num_values values [V] (int64)."""
-    return _upper_bound(splits, tf.range(num_values, dtype=splits.dtype)) - 1
-
-
-def _upper_bound(sorted_values, values):
-    """[S] ascending, [V] -> [V] int64: how many of sorted_values are <= each value. tf.searchsorted(side="right")
-    without its shape juggling, which costs ~0.4 ms of Python on every eager call."""
-    return tf.squeeze(gen_array_ops.upper_bound(tf.expand_dims(sorted_values, 0), tf.expand_dims(values, 0),
-                                                out_type=tf.int64), [0])
 
 
 def _stitch_rows(rows, routes):
