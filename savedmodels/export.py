@@ -19,10 +19,10 @@ import os
 
 import tensorflow as tf
 
-from bert_keras.atomic import atomic_directory, atomic_file
+from bert_keras.atomic import atomic_file
 from savedmodels import signatures as sig
 from savedmodels.method_names import set_method_names
-from savedmodels.ops import MIN_TF_SERVING, saved_model_op_types, unsupported_ops
+from savedmodels.saving import save_servable
 
 
 def task_signatures(model, preprocessor, task_info: dict | None = None) -> list:
@@ -62,21 +62,6 @@ def _warmup_records(path: str, model_name: str, signatures: list) -> None:
             writer.write(log.SerializeToString())
 
 
-def save_servable(module, target: str, signatures: dict, finish=None) -> None:
-    """tf.saved_model.save under a temporary name beside `target`, `finish(folder)` for extra files, the op
-    check, then a rename into place; on any error nothing is left behind."""
-    with atomic_directory(target) as tmp:
-        tf.saved_model.save(module, tmp, signatures=signatures)
-        if finish:
-            finish(tmp)
-        bad = unsupported_ops(saved_model_op_types(tmp))
-        if bad:
-            raise RuntimeError(f"{os.path.basename(target)}: the export uses op types the stock TF Serving "
-                               f"{MIN_TF_SERVING} does not register: {sorted(bad)}. Use only ops listed in "
-                               "savedmodels/data/ (TF core, TF.Text of that release), or serve with a model server "
-                               "that links them")
-
-
 def export_task_model(model, preprocessor, base_path: str, model_name: str, version: int | None = None,
                       task_info: dict | None = None, keras_file: bool = True) -> str:
     """Writes the version folder (and model.keras beside it); returns the version folder's path."""
@@ -87,8 +72,6 @@ def export_task_model(model, preprocessor, base_path: str, model_name: str, vers
     if os.path.exists(final):
         raise FileExistsError(f"{final} exists: TF Serving versions are immutable, choose another --version")
     signatures = task_signatures(model, preprocessor, task_info)
-    module = tf.Module()
-    module.model, module.preprocessor = model, preprocessor
     functions = {s.name: tf.function(s.function, input_signature=s.specs).get_concrete_function()
                  for s in signatures}
     methods = {s.name: s.method for s in signatures if s.method != sig.PREDICT}
@@ -99,7 +82,7 @@ def export_task_model(model, preprocessor, base_path: str, model_name: str, vers
         os.makedirs(os.path.join(folder, "assets.extra"), exist_ok=True)
         _warmup_records(os.path.join(folder, "assets.extra", "tf_serving_warmup_requests"), model_name, signatures)
 
-    save_servable(module, final, functions, finish)     # temp name ".N.partial-*": not numeric, TF Serving skips it
+    save_servable(final, functions, finish=finish)     # temp name ".N.partial-*": not numeric, TF Serving skips it
     if keras_file:
         with atomic_file(os.path.join(model_dir, "model.keras")) as path:
             model.save(path)

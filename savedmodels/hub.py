@@ -13,7 +13,8 @@ written against those (`hub.KerasLayer`, `tf.saved_model.load`).
                                                      encoder_outputs: per layer [B, S, H], default = pooled}
   variables, trainable_variables, regularization_losses (empty): what hub.KerasLayer reads to fine-tune
   signature serving_default: id dict -> pooled_output, sequence_output
-Both folders are written by export.save_servable: temporary name, op check, rename.
+Both folders are written by saving.save_servable (temporary name, op check, rename), which saves the functions and
+the tf.Variables they read, never the Keras objects, so both also load on TF Serving's session path.
 """
 
 from __future__ import annotations
@@ -24,12 +25,11 @@ import tensorflow as tf
 
 from bert_keras.encoder import INPUT_NAMES
 from bert_keras.preprocessing.packer import pack_segments
-from savedmodels.export import save_servable
+from savedmodels.saving import save_servable
 
 
 def _preprocessor_module(preprocessor, seq_length: int):
-    module = tf.__internal__.tracking.AutoTrackable()
-    module.layer = preprocessor
+    """(attributes, signatures) of the preprocessor SavedModel."""
     text_spec = tf.TensorSpec([None], tf.string, name="text")
 
     def pack(tokenized_inputs, seq_length=seq_length):
@@ -37,22 +37,19 @@ def _preprocessor_module(preprocessor, seq_length: int):
                              max(seq_length, preprocessor.max_seq_length), preprocessor.truncation,
                              preprocessor.pad_id)
 
-    module.tokenize = tf.function(preprocessor.tokenize, input_signature=[text_spec])
-    module.bert_pack_inputs = tf.function(pack)
+    bert_pack_inputs = tf.function(pack)
     ragged = tf.RaggedTensorSpec([None, None], tf.int32, ragged_rank=1)
     for k in (1, 2):
-        module.bert_pack_inputs.get_concrete_function([ragged] * k)
-        module.bert_pack_inputs.get_concrete_function([ragged] * k, seq_length=seq_length)
-    module.__call__ = tf.function(lambda text: pack([preprocessor.tokenize(text)]), input_signature=[text_spec])
-    return module, {"serving_default": module.__call__.get_concrete_function()}
+        bert_pack_inputs.get_concrete_function([ragged] * k)
+        bert_pack_inputs.get_concrete_function([ragged] * k, seq_length=seq_length)
+    call = tf.function(lambda text: pack([preprocessor.tokenize(text)]), input_signature=[text_spec])
+    attributes = {"tokenize": tf.function(preprocessor.tokenize, input_signature=[text_spec]),
+                  "bert_pack_inputs": bert_pack_inputs, "__call__": call}
+    return attributes, {"serving_default": call.get_concrete_function()}
 
 
 def _encoder_module(encoder):
-    module = tf.__internal__.tracking.AutoTrackable()
-    module.encoder = encoder
-    module.variables = list(encoder.variables)
-    module.trainable_variables = list(encoder.trainable_variables)
-    module.regularization_losses = []
+    """(attributes, signatures) of the encoder SavedModel; the variable lists hold the tf.Variables."""
     spec = {n: tf.TensorSpec([None, None], tf.int32, name=n) for n in INPUT_NAMES}
 
     def call(inputs, training=False):
@@ -60,12 +57,14 @@ def _encoder_module(encoder):
         return {"pooled_output": out["pooled_output"], "sequence_output": out["sequence_output"],
                 "encoder_outputs": list(out["encoder_outputs"]), "default": out["pooled_output"]}
 
-    module.__call__ = tf.function(call)
+    function = tf.function(call)
     for training in (False, True):
-        module.__call__.get_concrete_function(spec, training=training)
+        function.get_concrete_function(spec, training=training)
     serve = tf.function(lambda inputs: {k: v for k, v in call(inputs).items()
                                          if k in ("pooled_output", "sequence_output")}, input_signature=[spec])
-    return module, {"serving_default": serve.get_concrete_function()}
+    attributes = {"__call__": function, "variables": list(encoder.variables),
+                  "trainable_variables": list(encoder.trainable_variables), "regularization_losses": []}
+    return attributes, {"serving_default": serve.get_concrete_function()}
 
 
 def export_hub_style(encoder, preprocessor, out: str, seq_length: int = 128) -> dict:
@@ -77,6 +76,6 @@ def export_hub_style(encoder, preprocessor, out: str, seq_length: int = 128) -> 
     os.makedirs(out, exist_ok=True)
     for name, make in (("preprocessor", lambda: _preprocessor_module(preprocessor, seq_length)),
                        ("encoder", lambda: _encoder_module(encoder))):
-        module, signatures = make()
-        save_servable(module, paths[name], signatures)
+        attributes, signatures = make()
+        save_servable(paths[name], signatures, attributes)
     return paths

@@ -1,12 +1,13 @@
-"""Exports of every task kind: raw text in, in a process that imports only tensorflow and tensorflow_text; through
-the gRPC client (Predict, Classify, Regress, metadata); the op check; warmup requests; the bad-input matrix."""
+"""Exports of every task kind, run the way TF Serving runs them: `loader.load` + `session.run` in a process that
+imports only tensorflow and tensorflow_text (session_path.py), and TensorFlow's own `saved_model_cli run`. The
+reference is the Keras model in this process on the same text. Also: weights only in variables/ (a trained
+model's optimizer stays out), the op check, warmup records, the layout, and a failed export leaving nothing."""
 
 import json
 import os
 import subprocess
 import sys
 
-import grpc
 import keras
 import numpy as np
 import pytest
@@ -17,14 +18,23 @@ from bert_keras.encoder import BertEncoder
 from bert_keras.finetune.squad import SquadAnswerer
 from bert_keras.preprocessing import BertPreprocessor
 from bert_keras.tasks import BertClassifier, BertMultipleChoice, BertSpanLabeler, BertTagger
-from savedmodels.client import ServingClient
 from savedmodels.export import export_task_model, write_models_config
-from savedmodels.local_server import start_server
 from savedmodels.ops import saved_model_op_types, unsupported_ops
+from session_path import run_signatures
 
 LABELS = ["negative", "positive"]
 TAGS = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
 SENTENCES = ["a charming and often affecting journey .", "Ünïcödé — “quoted” text", "", "   \t  "]
+IDS = {"input_word_ids": [[101, 2204, 2143, 102, 0]], "input_mask": [[1, 1, 1, 1, 0]],
+       "input_type_ids": [[0, 0, 0, 0, 0]]}
+
+
+def _train_one_step(model, pre):
+    """A fit step, so the model carries an optimizer with slot variables, as a fine-tuned model does."""
+    model.compile(optimizer=keras.optimizers.AdamW(1e-3),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.fit(pre(SENTENCES), np.array([0, 1, 0, 1]), epochs=1, verbose=0)
+    assert len(model.optimizer.variables) > 2 * len(model.trainable_weights)
 
 
 @pytest.fixture(scope="module")
@@ -38,6 +48,7 @@ def exports(tmp_path_factory, minilm_vocab):
               "squad": (BertSpanLabeler(encoder()), {"doc_stride": 16, "max_query_length": 8}),
               "swag": (BertMultipleChoice(encoder()), {}),
               "ner": (BertTagger(encoder(), len(TAGS)), {"labels": TAGS})}
+    _train_one_step(models["sst2"][0], pre)
     base = tmp_path_factory.mktemp("serving")
     paths = {name: export_task_model(model, pre, str(base), name, task_info=info)
              for name, (model, info) in models.items()}
@@ -45,163 +56,142 @@ def exports(tmp_path_factory, minilm_vocab):
     return base, paths, {name: model for name, (model, _) in models.items()}, pre
 
 
-def _fresh(script, cwd):
-    """Runs `script` in a new interpreter that imports only tensorflow and tensorflow_text; returns its JSON."""
-    prologue = "import sys, json, numpy as np, tensorflow as tf, tensorflow_text\n"
-    epilogue = "\nassert not [m for m in sys.modules if m.startswith(('bert_keras', 'savedmodels'))]\n"
-    result = subprocess.run([sys.executable, "-c", prologue + script + epilogue], capture_output=True, text=True,
-                            cwd=cwd, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
-    assert result.returncode == 0, result.stderr[-3000:]
-    return json.loads(result.stdout.strip().splitlines()[-1])
-
-
-def test_every_signature_answers_raw_text_in_a_fresh_process(exports):
+def test_every_signature_of_every_kind_on_the_session_path_equals_keras(exports):
     base, paths, models, pre = exports
-    got = _fresh(f"""
-paths = {json.dumps(paths)}
-out = {{}}
-def run(name, signature, **inputs):
-    m = tf.saved_model.load(paths[name])
-    result = m.signatures[signature](**{{k: tf.constant(v) for k, v in inputs.items()}})
-    out[name + "/" + signature] = {{k: (np.vectorize(lambda b: b.decode("utf-8"), otypes=[object])(v.numpy())
-                                        if v.dtype == tf.string else v.numpy()).tolist() for k, v in result.items()}}
-    out[name + "/signatures"] = sorted(m.signatures)
-s = {SENTENCES!r}
-run("sst2", "serving_default", text=s)
-run("sst2", "from_ids", input_word_ids=[[101, 2204, 102]], input_mask=[[1, 1, 1]], input_type_ids=[[0, 0, 0]])
-run("mrpc", "serving_default", text_a=s, text_b=s[::-1])
-run("stsb", "serving_default", text_a=s, text_b=s)
-run("squad", "serving_default", question=["Who wrote it?", "Où ?"],
-    context=["It was written by Ann Smith in 1990, in Zürich. " * 6, "Über Paris"])
-run("swag", "serving_default", context=["A man sits at a piano.", "x"], endings=[["He plays.", "He eats it."], ["", "y"]])
-run("ner", "serving_default", text=["Angela Merkel visited Zürich .", ""])
-print(json.dumps(out))
-""", base)
-    assert got["sst2/signatures"] == ["classify", "from_ids", "serving_default"]
-    assert got["stsb/signatures"] == ["from_ids", "regress", "serving_default"]
-    # In-process references (the model on the preprocessor's ids) for the same inputs.
-    ids = pre(SENTENCES)
-    np.testing.assert_allclose(got["sst2/serving_default"]["logits"], models["sst2"](ids), atol=1e-5)
-    assert got["sst2/serving_default"]["label"] == [LABELS[i] for i in np.argmax(models["sst2"](ids), -1)]
-    np.testing.assert_allclose(got["sst2/from_ids"]["logits"],
-                               models["sst2"]({"input_word_ids": np.array([[101, 2204, 102]], "int32"),
-                                               "input_mask": np.ones([1, 3], "int32"),
-                                               "input_type_ids": np.zeros([1, 3], "int32")}), atol=1e-5)
-    pair = pre((tf.constant(SENTENCES), tf.constant(SENTENCES[::-1])))
-    np.testing.assert_allclose(got["mrpc/serving_default"]["logits"], models["mrpc"](pair), atol=1e-5)
-    assert len(got["stsb/serving_default"]["score"]) == 4
-    # SQuAD: the same answers as the in-process answerer; offsets are characters of the context.
+    pairs = (SENTENCES, SENTENCES[::-1])
+    questions = ["Who wrote it?", "Où ?"]
     contexts = ["It was written by Ann Smith in 1990, in Zürich. " * 6, "Über Paris"]
-    squad = got["squad/serving_default"]
+    swag_context, swag_endings = ["A man sits at a piano.", "x"], [["He plays.", "He eats it."], ["", "y"]]
+    ner_texts = ["Angela Merkel visited Zürich .", ""]
+    calls = {
+        "sst2": {"signature": "serving_default", "inputs": {"text": SENTENCES}},
+        "sst2/from_ids": {"signature": "from_ids", "inputs": IDS},
+        "sst2/classify": {"signature": "classify", "examples": [{"text": s} for s in SENTENCES]},
+        "mrpc": {"signature": "serving_default", "inputs": {"text_a": pairs[0], "text_b": pairs[1]}},
+        "mrpc/from_ids": {"signature": "from_ids", "inputs": IDS},
+        "mrpc/classify": {"signature": "classify", "examples": [{"text_a": a, "text_b": b} for a, b in zip(*pairs)]},
+        "stsb": {"signature": "serving_default", "inputs": {"text_a": pairs[0], "text_b": pairs[1]}},
+        "stsb/from_ids": {"signature": "from_ids", "inputs": IDS},
+        "stsb/regress": {"signature": "regress", "examples": [{"text_a": a, "text_b": b} for a, b in zip(*pairs)]},
+        "squad": {"signature": "serving_default", "inputs": {"question": questions, "context": contexts}},
+        "swag": {"signature": "serving_default", "inputs": {"context": swag_context, "endings": swag_endings}},
+        "ner": {"signature": "serving_default", "inputs": {"text": ner_texts}},
+    }
+    got = dict(zip(calls, run_signatures([{"path": paths[k.split("/")[0]], **c} for k, c in calls.items()])))
+    close = lambda a, b: np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-5, rtol=0)  # noqa: E731
+    ids = {k: np.array(v, "int32") for k, v in IDS.items()}
+
+    # Classification, pair classification, regression: every signature equals the model on the same text.
+    single, pair = pre(SENTENCES), pre((tf.constant(pairs[0]), tf.constant(pairs[1])))
+    for name, inputs in (("sst2", single), ("mrpc", pair), ("stsb", pair)):
+        logits = models[name](inputs).numpy()
+        close(got[name]["logits"], logits)
+        close(got[f"{name}/from_ids"]["logits"], models[name](ids))
+        if name == "stsb":
+            close(got[name]["score"], logits[:, 0])
+            close(got["stsb/regress"]["outputs"], logits[:, 0])
+            assert got["stsb/regress"]["__method_name__"] == "tensorflow/serving/regress"
+        else:
+            close(got[name]["probabilities"], tf.nn.softmax(logits))
+            close(got[f"{name}/classify"]["scores"], tf.nn.softmax(logits))
+            assert got[f"{name}/classify"]["__method_name__"] == "tensorflow/serving/classify"
+    assert got["sst2"]["label"] == [LABELS[i] for i in models["sst2"](single).numpy().argmax(-1)]
+    assert got["sst2/classify"]["classes"] == [LABELS] * len(SENTENCES)
+    assert got["mrpc/classify"]["classes"][0] == ["0", "1"]
+
+    # SQuAD: answers and logits of the in-process answerer; offsets are characters of the context.
     want = SquadAnswerer(models["squad"], pre, doc_stride=16, max_query_length=8)(
-        tf.constant(["Who wrote it?", "Où ?"]), tf.constant(contexts))
+        tf.constant(questions), tf.constant(contexts))
+    squad = got["squad"]
     assert squad["answer"] == [a.decode() for a in want["answer"].numpy()]
+    close(squad["start_logits"], want["start_logits"])
+    close(squad["end_logits"], want["end_logits"])
+    close(squad["score"], want["score"])
     for context, answer, start, end in zip(contexts, squad["answer"], squad["start"], squad["end"]):
         assert context[start:end] == answer
     assert max(squad["window_example"]) == 1 and squad["window_example"].count(0) > 1     # several windows
-    swag = got["swag/serving_default"]
-    assert np.asarray(swag["probabilities"]).shape == (2, 2)
-    ner = got["ner/serving_default"]
-    tokens = [t for t, m in zip(ner["tokens"][0], ner["token_mask"][0]) if m]
-    assert tokens == ["angela", "merkel", "visited", "zurich", "."] or tokens[0] == "angela"
-    text = "Angela Merkel visited Zürich ."
-    for token, start, end, m in zip(ner["tokens"][0], ner["start"][0], ner["end"][0], ner["token_mask"][0]):
-        if m:
+
+    # Multiple choice: each (context, ending) row through the model.
+    tiled = tf.constant([[c] * 2 for c in swag_context])
+    logits = models["swag"](pre((tiled, tf.constant(swag_endings)))).numpy()
+    close(got["swag"]["logits"], logits)
+    assert got["swag"]["prediction"] == logits.argmax(-1).tolist()
+
+    # Tagging: one label per word piece, the argmax of the model's logits, with the pieces' character spans.
+    logits = models["ner"](pre(ner_texts)).numpy()
+    ner = got["ner"]
+    for row, text in enumerate(ner_texts):
+        n = sum(ner["token_mask"][row])
+        pieces = pre.tokenize(tf.constant([text])).numpy()[0].tolist()
+        assert ner["tokens"][row][:n] == [pre.vocab[i] for i in pieces]
+        assert ner["labels"][row][:n] == [TAGS[i] for i in logits[row, 1:n + 1].argmax(-1)]
+        for token, start, end in zip(ner["tokens"][row][:n], ner["start"][row], ner["end"][row]):
             assert text[start:end].lower().replace("ü", "u") == token.replace("##", "")
-    assert set(ner["labels"][0]) <= set(TAGS) | {""} and not any(ner["token_mask"][1])
+    assert sum(ner["token_mask"][0]) >= 5 and not any(ner["token_mask"][1])
+
+
+def test_saved_model_cli_runs_the_export(exports, tmp_path):
+    """TensorFlow's own `saved_model_cli run` code (loader.load + session.run), TF.Text imported first."""
+    _, paths, models, pre = exports
+    texts = ["a charming and often affecting journey .", ""]
+
+    def cli(*args, outdir):
+        argv = ["saved_model_cli", "run", "--dir", paths["sst2"], "--tag_set", "serve", *args, "--outdir", outdir]
+        script = ("import sys, tensorflow_text\nfrom tensorflow.python.tools import saved_model_cli\n"
+                  f"sys.argv = {argv!r}\nsaved_model_cli.main()\n")
+        result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                                env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+        assert result.returncode == 0, result.stderr[-3000:]
+        return {f[:-4]: np.load(os.path.join(outdir, f), allow_pickle=True) for f in os.listdir(outdir)}
+
+    logits = models["sst2"](pre(texts)).numpy()
+    out = cli("--signature_def", "serving_default", "--input_exprs", f"text={texts!r}", outdir=str(tmp_path / "a"))
+    np.testing.assert_allclose(out["logits"], logits, atol=1e-5, rtol=0)
+    assert [x.decode() for x in out["label"]] == [LABELS[i] for i in logits.argmax(-1)]
+    examples = json.dumps([{"text": [t]} for t in texts])          # saved_model_cli makes the tf.Examples
+    out = cli("--signature_def", "classify", "--input_examples", f"inputs={examples}", outdir=str(tmp_path / "b"))
+    np.testing.assert_allclose(out["scores"], tf.nn.softmax(logits), atol=1e-5, rtol=0)
+
+
+def test_variables_hold_the_weights_only(exports):
+    """No optimizer slots, step counter or seed state: one checkpoint value per model weight, at most 1.25x the
+    fp32 weight bytes (the sst2 model was trained a step, so it has an AdamW with slots)."""
+    _, paths, models, _ = exports
+    for name, path in paths.items():
+        weights = models[name].weights
+        values = [k for k, _ in tf.train.list_variables(os.path.join(path, "variables", "variables"))
+                  if k.endswith("VARIABLE_VALUE")]
+        assert len(values) == len(weights), (name, len(values), len(weights))
+        size = sum(os.path.getsize(os.path.join(path, "variables", f)) for f in os.listdir(os.path.join(path, "variables")))
+        fp32 = sum(int(np.prod(w.shape)) * 4 for w in weights)
+        assert size <= 1.25 * fp32, (name, size, fp32)
 
 
 def test_op_check_warmup_and_layout(exports):
+    from tensorflow_serving.apis import prediction_log_pb2
     base, paths, _, _ = exports
     for name, path in paths.items():
         assert unsupported_ops(saved_model_op_types(path)) == set(), name
         assert path == str(base / name / "1") and (base / name / "model.keras").exists()
         records = list(tf.data.TFRecordDataset(os.path.join(path, "assets.extra", "tf_serving_warmup_requests")))
         assert records, name
-        from tensorflow_serving.apis import prediction_log_pb2
-        log = prediction_log_pb2.PredictionLog.FromString(records[0].numpy())
-        loaded = tf.saved_model.load(path)
-        request = log.predict_log.request
-        assert request.model_spec.name == name
-        inputs = {k: tf.constant(tf.make_ndarray(v)) for k, v in request.inputs.items()}
-        loaded.signatures[request.model_spec.signature_name](**inputs)           # the warmup request runs
+        calls = []
+        for record in records:
+            request = prediction_log_pb2.PredictionLog.FromString(record.numpy()).predict_log.request
+            assert request.model_spec.name == name
+            inputs = {k: np.vectorize(bytes.decode, otypes=[object])(tf.make_ndarray(v)).tolist()
+                      for k, v in request.inputs.items()}
+            calls.append({"path": path, "signature": request.model_spec.signature_name, "inputs": inputs})
+        run_signatures(calls)                                      # every warmup request runs on the session path
     config = (base / "models.config").read_text()
     assert all(f"name: '{n}'" in config and f"base_path: '/models/{n}'" in config for n in paths)
     assert sorted(os.listdir(base / "sst2")) == ["1", "model.keras"]             # no partial folders left
 
 
-def test_grpc_predict_classify_regress_and_metadata(exports):
-    base, paths, models, pre = exports
-    server, port = start_server({name: str(base / name) for name in paths})
-    try:
-        address = f"127.0.0.1:{port}"
-        sst2 = ServingClient(address, "sst2")
-        out = sst2.predict({"text": np.array(SENTENCES[:2], object)})
-        classes = sst2.classify([{"text": s} for s in SENTENCES[:2]])
-        assert [c for c, _ in classes[0]] == LABELS
-        np.testing.assert_allclose([[s for _, s in row] for row in classes], out["probabilities"], atol=1e-6)
-        assert set(sst2.metadata()) == {"serving_default", "classify", "from_ids"}
-        stsb = ServingClient(address, "stsb")
-        scores = stsb.regress([{"text_a": "a b", "text_b": "c d"}, {"text_a": "", "text_b": "x"}])
-        want = stsb.predict({"text_a": np.array(["a b", ""], object), "text_b": np.array(["c d", "x"], object)})
-        np.testing.assert_allclose(scores, want["score"], atol=1e-6)
-        with pytest.raises(grpc.RpcError) as e:                                   # Classify needs a classify method
-            ServingClient(address, "squad").classify([{"question": "q"}], signature="serving_default")
-        assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-    finally:
-        server.stop(0)
-
-
-def test_bad_input_matrix(exports):
-    base, paths, _, _ = exports
-    sst2 = tf.saved_model.load(paths["sst2"]).signatures["serving_default"]
-    mrpc = tf.saved_model.load(paths["mrpc"]).signatures["serving_default"]
-    squad = tf.saved_model.load(paths["squad"]).signatures["serving_default"]
-    swag = tf.saved_model.load(paths["swag"]).signatures["serving_default"]
-    ner = tf.saved_model.load(paths["ner"]).signatures["serving_default"]
-    defined = {
-        "empty strings": lambda: sst2(text=tf.constant(["", ""])),
-        "whitespace only": lambda: sst2(text=tf.constant([" \t\n "])),
-        "1 MB text": lambda: sst2(text=tf.constant(["word " * 200_000])),
-        "invalid UTF-8": lambda: sst2(text=tf.constant([b"caf\xff\xfe", b"\xc3"])),
-        "control characters": lambda: sst2(text=tf.constant(["a\x00b\x07c\u200b\ufffd"])),
-        "empty batch": lambda: sst2(text=tf.constant([], tf.string)),
-        "empty batch (ner)": lambda: ner(text=tf.constant([], tf.string)),
-        "empty question and context": lambda: squad(question=tf.constant([""]), context=tf.constant([""])),
-        "1 MB context": lambda: squad(question=tf.constant(["what?"]), context=tf.constant(["word " * 20_000])),
-        "many endings": lambda: swag(context=tf.constant(["c"]), endings=tf.constant([["e"] * 12])),
-        "one ending": lambda: swag(context=tf.constant(["c"]), endings=tf.constant([["e"]])),
-    }
-    for name, call in defined.items():
-        out = call()
-        # Scores may be -inf by design (no valid span); every other float output must be finite.
-        assert all(np.all(np.isfinite(v.numpy())) for k, v in out.items() if v.dtype.is_floating
-                   and "score" not in k), name
-    assert sst2(text=tf.constant([], tf.string))["logits"].shape == (0, 2)
-    assert squad(question=tf.constant([""]), context=tf.constant([""]))["answer"].numpy().tolist() == [b""]
-    errors = {
-        "mismatched batch sizes (pair)": (lambda: mrpc(text_a=tf.constant(["a", "b"]), text_b=tf.constant(["c"])),
-                                          "text_a and text_b must have the same batch size"),
-        "mismatched batch sizes (squad)": (lambda: squad(question=tf.constant(["a", "b"]),
-                                                         context=tf.constant(["c"])),
-                                           "question and context must have the same batch size"),
-        "no endings": (lambda: swag(context=tf.constant(["c"]), endings=tf.zeros([1, 0], tf.string)),
-                       "endings must hold at least one ending"),
-        "mismatched endings batch": (lambda: swag(context=tf.constant(["c", "d"]), endings=tf.constant([["e"]])),
-                                     "context and endings must have the same batch size"),
-        "wrong dtype": (lambda: sst2(text=tf.constant([1, 2])), "string"),
-        "wrong rank": (lambda: sst2(text=tf.constant([["a"]])), "shape"),
-    }
-    for name, (call, message) in errors.items():
-        with pytest.raises((tf.errors.InvalidArgumentError, TypeError, ValueError)) as e:
-            call()
-        assert message in str(e.value), (name, str(e.value)[:300])
-
-
 def test_a_failed_export_leaves_nothing(exports, monkeypatch, tmp_path):
-    import savedmodels.export as export
+    import savedmodels.saving as saving
     _, _, models, pre = exports
-    monkeypatch.setattr(export, "unsupported_ops", lambda ops: {"NewerTextOp"})
+    monkeypatch.setattr(saving, "unsupported_ops", lambda ops: {"NewerTextOp"})
     with pytest.raises(RuntimeError, match="NewerTextOp"):
-        export.export_task_model(models["sst2"], pre, str(tmp_path), "m", keras_file=False)
+        export_task_model(models["sst2"], pre, str(tmp_path), "m", keras_file=False)
     assert os.listdir(tmp_path / "m") == []

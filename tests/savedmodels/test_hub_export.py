@@ -1,6 +1,8 @@
 """TF Hub-style export (`bert-keras export-hub`): the real MiniLM weights, loaded in a fresh process that imports
 only tensorflow and tensorflow_text, against PyTorch transformers' outputs and HF tokenizers' ids (the committed
-fixture made by tools/make_reference_fixtures.py)."""
+fixture made by tools/make_reference_fixtures.py). Two loaders: `tf.saved_model.load`, what `hub.KerasLayer` uses
+for the TF Hub API (`__call__`, `tokenize`, `bert_pack_inputs`, the variable lists), and TF Serving's session path
+(session_path.py) for the `serving_default` signatures."""
 
 import json
 import os
@@ -11,6 +13,7 @@ import numpy as np
 
 from bert_keras.cli import main
 from conftest import FIXTURES
+from session_path import run_signatures
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "tools"))
 from make_reference_fixtures import SENTENCES  # noqa: E402
@@ -58,6 +61,16 @@ print(json.dumps({{"ids": ids, "sequence": out["sequence_output"].numpy().tolist
     assert got["layers"] == 6 and got["variables"] > 100
     assert got["signatures"] == ["serving_default", "serving_default"]
     assert len(singles) == 3 and len(pair) == 1
+    # TF Serving's path: the preprocessor's and the encoder's serving_default signatures.
+    batch = {k: [r[k] for r in got["ids"]] for k in got["ids"][0]}
+    served_ids, served = run_signatures([
+        {"path": str(out / "preprocessor"), "signature": "serving_default", "inputs": {"text": singles}},
+        {"path": str(out / "encoder"), "signature": "serving_default", "inputs": batch}])
+    single_rows = [i for i, (_, b) in enumerate(SENTENCES) if b is None]
+    for name in ("input_word_ids", "input_mask", "input_type_ids"):
+        assert [row[:width] for row in served_ids[name]] == ref[name][single_rows].tolist()
+    assert np.abs(np.array(served["pooled_output"]) - ref["pooled_output"]).max() <= 1e-5
+    assert np.abs((np.array(served["sequence_output"])[:, :width] - ref["sequence_output"]) * mask).max() <= 1e-5
     # a second export to the same folder is refused, the first left intact
     assert main(["export-hub", "--model", minilm_dir, "--out", str(out)]) == 2
     assert sorted(os.listdir(out)) == ["encoder", "preprocessor"]
