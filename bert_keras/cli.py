@@ -224,14 +224,17 @@ def cmd_export_hub(args) -> None:
 def cmd_serve(args) -> None:
     import time
 
+    import logging
+
     from savedmodels.local_server import start_server
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")       # loads, swaps, refusals
     models = dict(m.split("=", 1) if "=" in m else (os.path.basename(m.rstrip("/")), m) for m in args.models)
     try:
         server, port = start_server(models, port=args.port)
-    except FileNotFoundError as e:
+    except (FileNotFoundError, RuntimeError) as e:
         raise CommandError(str(e)) from None
-    print(f"serving {', '.join(models)} on 127.0.0.1:{port} (TF Serving gRPC protocol; a test server, not for "
-          "production)", flush=True)
+    print(f"serving {', '.join(models)} on 127.0.0.1:{port} (TF Serving's gRPC protocol and load path, the newest "
+          "version of each base path; a test server, not for production)", flush=True)
     try:
         while True:
             time.sleep(3600)

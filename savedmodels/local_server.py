@@ -1,168 +1,269 @@
-"""An in-process TF Serving PredictionService over exported SavedModels, for tests and the demo.
+"""An in-process TF Serving for tests, the demo and `bert-keras serve`: the gRPC PredictionService over
+`<model_base_path>/<version>/` folders, on TF Serving's own execution path.
 
-The stock `tensorflow_model_server` cannot be installed on these machines, so this server implements the same
-gRPC protocol (tensorflow-serving-api's protos) with TF Serving's documented semantics, over the same
-`<model_base_path>/<version>/` layout, so the client and the exports are exercised end to end:
-  Predict           any signature; inputs by name as TensorProtos; `output_filter` honoured.
-  Classify/Regress  only signatures whose method_name is tensorflow/serving/classify (regress); the request's
-                    tf.Examples are serialized into the signature's `inputs` string tensor; classify returns
-                    `classes`/`scores`, regress `outputs`.
-  GetModelMetadata  `signature_def` metadata (a SignatureDefMap).
-Errors are gRPC INVALID_ARGUMENT / NOT_FOUND / FAILED_PRECONDITION with TF Serving's wording where it matters.
-It is not a production server: one process, the newest version of each model, no batching.
+The stock `tensorflow_model_server` cannot be installed on these machines. This server does what it does with a
+version, in the same order, so an export that passes here passes there:
+  load      session_bundle.SessionBundle: MetaGraph import, the saver's restore op, the init op (no
+            `tf.saved_model.load` anywhere), then the warmup records of assets.extra/ replayed through the same
+            Predict/Classify/Regress code as user requests. A version whose load or warmup fails is refused with a
+            log line that says why; the version being served, if any, keeps serving.
+  versions  the latest-version policy: the base path is polled (every `poll_seconds`, as
+            --file_system_poll_wait_seconds) and the newest numeric folder is loaded beside the serving one,
+            then swapped in. A request holds the version it started on until it ends, and the old session is
+            closed only when its last request has answered: no request fails or mixes versions during a swap.
+            A refused version is retried `max_load_retries` times, `retry_seconds` apart (TF Serving's
+            --max_num_load_retries, --load_retry_interval_micros), then left alone.
+  RPCs      Predict, Classify, Regress and GetModelMetadata, with TF Serving's status codes and messages.
+It is not a production server: no batching, no REST, no model config reloads.
+
+    server, port = start_server({"sst2": "serving/sst2"})
+    ...
+    server.stop()
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
+import logging
 import os
+import threading
+import time
 
 import grpc
-import numpy as np
-import tensorflow as tf
-from tensorflow.core.protobuf import saved_model_pb2
-from tensorflow_serving.apis import (classification_pb2, get_model_metadata_pb2, predict_pb2,
-                                     prediction_service_pb2_grpc, regression_pb2)
+from tensorflow_serving.apis import get_model_metadata_pb2, prediction_service_pb2_grpc
 
-CLASSIFY = "tensorflow/serving/classify"
-REGRESS = "tensorflow/serving/regress"
+from savedmodels.session_bundle import LoadError, ServingError, SessionBundle
+
+log = logging.getLogger("savedmodels.local_server")
 
 
-class _Servable:
-    """The newest numeric version under a model's base path, loaded once."""
+def numeric_versions(base_path: str) -> list[int]:
+    """The version folders TF Serving sees: numeric names (export's temporary `.N.partial-*` folders are not)."""
+    try:
+        names = os.listdir(base_path)
+    except FileNotFoundError:
+        return []
+    return sorted(int(v) for v in names if v.isdigit() and os.path.isdir(os.path.join(base_path, v)))
 
-    def __init__(self, name: str, base_path: str):
-        versions = [int(v) for v in os.listdir(base_path) if v.isdigit()]
-        if not versions:
-            raise FileNotFoundError(f"{base_path} has no numeric version folder (expected {base_path}/1/...).")
-        self.name, self.version = name, max(versions)
-        path = os.path.join(base_path, str(self.version))
-        self.model = tf.saved_model.load(path)
-        proto = saved_model_pb2.SavedModel()
-        with open(os.path.join(path, "saved_model.pb"), "rb") as f:
-            proto.ParseFromString(f.read())
-        self.signature_defs = proto.meta_graphs[0].signature_def
 
-    def call(self, signature_name: str, inputs: dict) -> dict:
-        function = self.model.signatures[signature_name]
-        return {k: v.numpy() for k, v in function(**inputs).items()}
+class _Version:
+    """A loaded version and the requests using it; closed when retired and its last request is done."""
+
+    def __init__(self, number: int, bundle: SessionBundle):
+        self.number, self.bundle, self.users, self.retired = number, bundle, 0, False
+
+
+class ModelVersions:
+    """One model: the version it serves, the next one loading, the refused ones."""
+
+    def __init__(self, name: str, base_path: str, max_load_retries: int = 5, retry_seconds: float = 60.0):
+        self.name, self.base_path = name, base_path
+        self.max_load_retries, self.retry_seconds = max_load_retries, retry_seconds
+        self.current: _Version | None = None
+        self._lock = threading.Lock()                             # guards current and the users counts
+        self._poll_lock = threading.Lock()                        # one load at a time
+        self._failures: dict[int, tuple[int, float]] = {}       # version -> (attempts, time of the last)
+
+    def _load(self, number: int) -> _Version:
+        path = os.path.join(self.base_path, str(number))
+        started = time.perf_counter()
+        bundle = SessionBundle(path)
+        try:
+            replayed = bundle.warmup()
+        except LoadError:
+            bundle.close()
+            raise
+        log.info("%s: version %d loaded from %s (%d warmup requests replayed) in %.1f s", self.name, number, path,
+                 replayed, time.perf_counter() - started)
+        return _Version(number, bundle)
+
+    def poll(self) -> None:
+        """Loads the newest version if it is not the one serving (and not given up on), then swaps it in."""
+        with self._poll_lock:
+            self._poll()
+
+    def _poll(self) -> None:
+        versions = numeric_versions(self.base_path)
+        if not versions or (self.current and self.current.number == versions[-1]):
+            return
+        newest = versions[-1]
+        attempts, last = self._failures.get(newest, (0, 0.0))
+        if attempts > self.max_load_retries or (attempts and time.monotonic() - last < self.retry_seconds):
+            return
+        try:
+            version = self._load(newest)
+        except LoadError as e:
+            self._failures[newest] = (attempts + 1, time.monotonic())
+            serving = f"version {self.current.number} keeps serving" if self.current else "nothing is served"
+            log.error("%s: version %d refused (attempt %d of %d): %s; %s", self.name, newest, attempts + 1,
+                      self.max_load_retries + 1, e, serving)
+            return
+        self._failures.pop(newest, None)
+        with self._lock:
+            old, self.current = self.current, version
+            if old:
+                old.retired = True
+                close = old.users == 0
+        if old:
+            log.info("%s: now serving version %d; version %d unloads after its last request", self.name, newest,
+                     old.number)
+            if close:
+                old.bundle.close()
+
+    @contextlib.contextmanager
+    def acquire(self, requested: int | None):
+        """The serving version (or NOT_FOUND), held until the block ends."""
+        with self._lock:
+            version = self.current
+            if version is None:
+                raise ServingError(grpc.StatusCode.NOT_FOUND,
+                                   f"Servable not found for request: Latest({self.name}) (no version loaded)")
+            if requested is not None and requested != version.number:
+                raise ServingError(grpc.StatusCode.NOT_FOUND,
+                                   f"Servable not found for request: Specific({self.name}, {requested})")
+            version.users += 1
+        try:
+            yield version
+        finally:
+            with self._lock:
+                version.users -= 1
+                close = version.retired and version.users == 0
+            if close:
+                version.bundle.close()
+
+    def close(self) -> None:
+        with self._lock:
+            version, self.current = self.current, None
+        if version:
+            version.bundle.close()
 
 
 class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
-    def __init__(self, models: dict[str, str]):
-        self.servables = {name: _Servable(name, path) for name, path in models.items()}
+    def __init__(self, models: dict[str, ModelVersions]):
+        self.models = models
 
-    # -- helpers -----------------------------------------------------------------------------------------
-    def _servable(self, model_spec, context):
-        servable = self.servables.get(model_spec.name)
-        if servable is None:
-            context.abort(grpc.StatusCode.NOT_FOUND, f"Servable not found for request: Latest({model_spec.name})")
-        if model_spec.HasField("version") and model_spec.version.value != servable.version:
-            context.abort(grpc.StatusCode.NOT_FOUND,
-                          f"Servable not found for request: Specific({model_spec.name}, {model_spec.version.value})")
-        return servable
-
-    def _signature(self, servable, model_spec, context, method=None):
-        name = model_spec.signature_name or "serving_default"
-        if name not in servable.signature_defs:
-            context.abort(grpc.StatusCode.FAILED_PRECONDITION,
-                          f"Serving signature key \"{name}\" not found.")
-        if method and servable.signature_defs[name].method_name != method:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT,
-                          f"Expected {method.rsplit('/', 1)[1]} signature method_name to be {method}. Was: "
-                          f"{servable.signature_defs[name].method_name}")
-        return name
-
-    def _run(self, servable, signature, inputs, context):
+    @contextlib.contextmanager
+    def _serving(self, model_spec, context):
+        """The version a request runs on; ServingError -> the gRPC status it names."""
         try:
-            return servable.call(signature, inputs)
-        except (tf.errors.InvalidArgumentError, TypeError, ValueError) as e:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e).strip().splitlines()[0][:2000])
+            model = self.models.get(model_spec.name)
+            if model is None:
+                raise ServingError(grpc.StatusCode.NOT_FOUND,
+                                   f"Servable not found for request: Latest({model_spec.name})")
+            if model_spec.WhichOneof("version_choice") == "version_label":
+                raise ServingError(grpc.StatusCode.NOT_FOUND, f"Unrecognized servable version label: "
+                                   f"{model_spec.version_label} (this server has no version labels)")
+            requested = model_spec.version.value if model_spec.HasField("version") else None
+            with model.acquire(requested) as version:
+                yield version
+        except ServingError as e:
+            context.abort(e.code, e.message)
 
-    def _model_spec(self, response, servable, signature):
-        response.model_spec.name = servable.name
-        response.model_spec.version.value = servable.version
-        response.model_spec.signature_name = signature
+    @staticmethod
+    def _model_spec(response, request, version: _Version, method_default: str = "serving_default"):
+        response.model_spec.name = request.model_spec.name
+        response.model_spec.version.value = version.number
+        response.model_spec.signature_name = request.model_spec.signature_name or method_default
 
-    # -- the RPCs ----------------------------------------------------------------------------------------
     def Predict(self, request, context):
-        servable = self._servable(request.model_spec, context)
-        signature = self._signature(servable, request.model_spec, context)
-        expected = set(servable.signature_defs[signature].inputs)
-        given = set(request.inputs)
-        if given != expected:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT,
-                          f"input keys {sorted(given)} do not match the signature's {sorted(expected)}")
-        inputs = {k: tf.make_ndarray(v) for k, v in request.inputs.items()}
-        outputs = self._run(servable, signature, inputs, context)
-        wanted = list(request.output_filter) or list(outputs)
-        unknown = [k for k in wanted if k not in outputs]
-        if unknown:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"output tensor alias not found in signature: {unknown}")
-        response = predict_pb2.PredictResponse()
-        self._model_spec(response, servable, signature)
-        for key in wanted:
-            response.outputs[key].CopyFrom(tf.make_tensor_proto(outputs[key]))
-        return response
-
-    def _examples(self, request, context) -> np.ndarray:
-        kind = request.input.WhichOneof("kind")
-        if kind != "example_list":
-            context.abort(grpc.StatusCode.UNIMPLEMENTED, "only Input.example_list is supported by this server")
-        examples = request.input.example_list.examples
-        if not examples:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "Input is empty.")
-        return np.array([e.SerializeToString() for e in examples], dtype=object)
-
-    def _run_on_examples(self, request, context, method, response):
-        """Classify/Regress: the signature must carry `method`; the examples go in as its `inputs` tensor."""
-        servable = self._servable(request.model_spec, context)
-        signature = self._signature(servable, request.model_spec, context, method)
-        outputs = self._run(servable, signature, {"inputs": self._examples(request, context)}, context)
-        self._model_spec(response, servable, signature)
-        return outputs
+        with self._serving(request.model_spec, context) as version:
+            response = version.bundle.predict(request)
+            self._model_spec(response, request, version)
+            return response
 
     def Classify(self, request, context):
-        response = classification_pb2.ClassificationResponse()
-        outputs = self._run_on_examples(request, context, CLASSIFY, response)
-        scores, classes = outputs.get("scores"), outputs.get("classes")
-        rows = len(scores) if scores is not None else len(classes)
-        for i in range(rows):
-            result = response.result.classifications.add()
-            width = scores.shape[1] if scores is not None else classes.shape[1]
-            for j in range(width):
-                c = result.classes.add()
-                if classes is not None:
-                    c.label = classes[i, j].decode("utf-8") if isinstance(classes[i, j], bytes) else str(classes[i, j])
-                if scores is not None:
-                    c.score = float(scores[i, j])
-        return response
+        with self._serving(request.model_spec, context) as version:
+            response = version.bundle.classify(request)
+            self._model_spec(response, request, version)
+            return response
 
     def Regress(self, request, context):
-        response = regression_pb2.RegressionResponse()
-        outputs = self._run_on_examples(request, context, REGRESS, response)
-        for value in np.asarray(outputs["outputs"]).reshape(-1):
-            response.result.regressions.add().value = float(value)
-        return response
+        with self._serving(request.model_spec, context) as version:
+            response = version.bundle.regress(request)
+            self._model_spec(response, request, version)
+            return response
 
     def GetModelMetadata(self, request, context):
-        servable = self._servable(request.model_spec, context)
-        if list(request.metadata_field) != ["signature_def"]:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "Metadata field signature_def is the only one supported")
-        response = get_model_metadata_pb2.GetModelMetadataResponse()
-        response.model_spec.name = servable.name
-        response.model_spec.version.value = servable.version
-        signatures = get_model_metadata_pb2.SignatureDefMap()
-        for key, value in servable.signature_defs.items():
-            signatures.signature_def[key].CopyFrom(value)
-        response.metadata["signature_def"].Pack(signatures)
-        return response
+        with self._serving(request.model_spec, context) as version:
+            for field in request.metadata_field:
+                if field != "signature_def":
+                    raise ServingError(grpc.StatusCode.INVALID_ARGUMENT,
+                                       f"Metadata field {field} is not supported")
+            response = get_model_metadata_pb2.GetModelMetadataResponse()
+            response.model_spec.name = request.model_spec.name
+            response.model_spec.version.value = version.number
+            signatures = get_model_metadata_pb2.SignatureDefMap()
+            for key, value in version.bundle.signature_defs.items():
+                signatures.signature_def[key].CopyFrom(value)
+            response.metadata["signature_def"].Pack(signatures)
+            return response
 
 
-def start_server(models: dict[str, str], port: int = 0, workers: int = 8):
-    """Serves {model name: base path} on 127.0.0.1; returns (grpc server, bound port). Stop with server.stop(0)."""
-    server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=workers))
-    prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(PredictionService(models), server)
-    bound = server.add_insecure_port(f"127.0.0.1:{port}")
-    server.start()
-    return server, bound
+class LocalServer:
+    """The gRPC server, its models and the thread that polls their base paths. `stop()` ends all three."""
+
+    def __init__(self, grpc_server, models: dict[str, ModelVersions], poll_seconds: float):
+        self.grpc_server, self.models, self.poll_seconds = grpc_server, models, poll_seconds
+        self._stopped = threading.Event()
+        self._poller = threading.Thread(target=self._poll_forever, name="model-version-poller", daemon=True)
+        self._poller.start()
+
+    def _poll_forever(self) -> None:
+        while not self._stopped.wait(self.poll_seconds):
+            for model in self.models.values():
+                try:
+                    model.poll()
+                except Exception:         # noqa: BLE001  (a poll must never end the poller)
+                    log.exception("%s: polling %s failed", model.name, model.base_path)
+
+    def poll_now(self) -> None:
+        """One poll of every model's base path, on the caller's thread (tests, tools)."""
+        for model in self.models.values():
+            model.poll()
+
+    def serving_version(self, name: str) -> int | None:
+        current = self.models[name].current
+        return current.number if current else None
+
+    def stop(self, grace: float | None = 0):
+        self._stopped.set()
+        self._poller.join()
+        event = self.grpc_server.stop(grace)
+        event.wait()
+        for model in self.models.values():
+            model.close()
+        return event
+
+
+def start_server(models: dict[str, str], port: int = 0, workers: int = 8, poll_seconds: float = 1.0,
+                 max_load_retries: int = 5, retry_seconds: float = 60.0):
+    """Serves {model name: base path} on 127.0.0.1; returns (LocalServer, bound port). Stop with server.stop().
+
+    Like tensorflow_model_server at start-up, each model's newest version must load (FileNotFoundError without a
+    numeric version folder, RuntimeError with the reason if it is refused); later versions are picked up by
+    polling."""
+    loaded = {}
+    try:
+        for name, base_path in models.items():
+            if not numeric_versions(base_path):
+                raise FileNotFoundError(f"{base_path} has no numeric version folder (expected {base_path}/1/...): "
+                                        "export one with `bert-keras export`")
+            model = ModelVersions(name, base_path, max_load_retries, retry_seconds)
+            loaded[name] = model
+            newest = numeric_versions(base_path)[-1]
+            try:
+                model.current = model._load(newest)
+            except LoadError as e:
+                raise RuntimeError(f"{name}: version {newest} could not be served: {e}") from e
+        server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=workers),
+                             options=[("grpc.max_receive_message_length", 64 << 20),
+                                      ("grpc.max_send_message_length", 64 << 20)])
+        prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(PredictionService(loaded), server)
+        bound = server.add_insecure_port(f"127.0.0.1:{port}")
+        server.start()
+    except BaseException:
+        for model in loaded.values():
+            model.close()
+        raise
+    return LocalServer(server, loaded, poll_seconds), bound

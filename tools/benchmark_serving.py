@@ -5,7 +5,8 @@
 
 One run, one process (PyTorch in the same process):
 - ours: the SST-2 classifier exported by savedmodels.export (per-batch padding: longest sentence, multiple of 8),
-  reloaded with tf.saved_model.load, `serving_default` called with raw strings;
+  loaded as TF Serving loads it (savedmodels.session_bundle: the restore op, then Session.run on the
+  SignatureDef's tensors), `serving_default` fed raw strings; every export below runs on that path;
 - fixed128: the same model exported with a preprocessor fixed at seq_length 128 (what TF Hub's BERT
   preprocessors and most exports do); our encoder still skips the padding in its position-wise parts, so this
   isolates what per-batch padding saves in attention;
@@ -15,7 +16,7 @@ One run, one process (PyTorch in the same process):
   softmax, under torch.inference_mode, at 1 thread and at TF's thread count, its best counted.
 Throughput in sentences/s at batch 1 and 32 over real SST-2 dev sentences, and gRPC latency (p50/p99) with 8
 concurrent clients sending one sentence each through savedmodels.local_server (TF Serving's PredictionService
-protocol over the same SavedModel; the stock server cannot be installed here).
+protocol and load path over the same SavedModel; the stock server cannot be installed here).
 
 --model is a `bert-keras finetune` output folder; by default the real all-MiniLM-L6-v2 encoder gets a fresh
 2-class head (the speed does not depend on the head's values). Sentences: SST-2 dev.tsv from --sentences, else
@@ -152,18 +153,17 @@ def garden_export(model, fixed, path: str) -> str | None:
     converter.convert_checkpoint(configs.BertConfig.from_json_file(os.path.join(path, "tf1", "bert_config.json")),
                                  os.path.join(path, "tf2", "bert_model.ckpt"), prefix, checkpoint_model_name="encoder")
     encoder = garden_bert_encoder(model.encoder.config)
+    from savedmodels.saving import save_servable
     tf.train.Checkpoint(encoder=encoder).read(
         tf.train.latest_checkpoint(os.path.join(path, "tf2"))).assert_existing_objects_matched()
     kernel, bias = (tf.constant(w) for w in model.get_layer("logits").get_weights())
-    module = tf.Module()
-    module.encoder, module.preprocessor = encoder, fixed
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
     def serve(text):
         pooled = encoder(fixed(text), training=False)["pooled_output"]
         return {"probabilities": tf.nn.softmax(tf.matmul(pooled, kernel) + bias)}
     out = os.path.join(path, "garden128")
-    tf.saved_model.save(module, out, signatures={"serving_default": serve})
+    save_servable(out, {"serving_default": serve.get_concrete_function()})
     return out
 
 
@@ -184,6 +184,7 @@ def main(argv=None) -> None:
     from bert_keras.atomic import write_json
     from bert_keras.preprocessing import BertPreprocessor
     from savedmodels.export import export_task_model
+    from savedmodels.session_bundle import SessionBundle
 
     texts, source = sentences_from(args.sentences)
     model, pre, hf_folder = build(args.model)
@@ -196,8 +197,9 @@ def main(argv=None) -> None:
     garden_path = garden_export(model, fixed, work)
     if garden_path:
         exports.append(("garden128", garden_path))
-    peers = {name: (lambda f: lambda b: f(text=tf.constant(b))["probabilities"].numpy())(
-        tf.saved_model.load(path).signatures["serving_default"]) for name, path in exports}
+    peers = {name: (lambda bundle: lambda b: bundle.run("serving_default", {"text": np.array(b, object)},
+                                                         ["probabilities"])["probabilities"])(SessionBundle(path))
+             for name, path in exports}
     garden_agreement = (float(np.abs(peers["ours"](texts[:32]) - peers["garden128"](texts[:32])).max())
                         if garden_path else None)
     torch_run = torch_peer(hf_folder, model) if hf_folder else None

@@ -99,12 +99,14 @@ np.testing.assert_allclose(reloaded(batch), model(batch), atol=1e-4)
 print("reloaded:", type(reloaded).__name__)"""),
 ("md", """## 6. Export for TF Serving: raw text in
 Exported from the reloaded model (plain variables, no TPU placement). The version folder is written under a
-temporary name and renamed; the op check makes sure stock `tensorflow/serving` ≥ 2.12 can load it."""),
+temporary name and renamed; the op check makes sure stock `tensorflow/serving` ≥ 2.12 can load it. It is run
+here the way the server runs it (`SessionBundle`: the SavedModel's restore op, then `Session.run`)."""),
 ("code", """from savedmodels.export import export_task_model
+from savedmodels.session_bundle import SessionBundle
 version = export_task_model(reloaded, preprocessor, os.path.join(work, "serving"), "sst2")
-served = tf.saved_model.load(version).signatures["serving_default"]
-out = served(text=tf.constant(["a gorgeous, moving film", "a dull waste of two hours"]))
-print(version, [l.decode() for l in out["label"].numpy()], out["probabilities"].numpy().round(3).tolist())"""),
+served = SessionBundle(version)   # as TF Serving loads it: restore op on variables/, then Session.run
+out = served.run("serving_default", {"text": ["a gorgeous, moving film", "a dull waste of two hours"]})
+print(version, [l.decode() for l in out["label"]], out["probabilities"].round(3).tolist())"""),
 ]
 
 

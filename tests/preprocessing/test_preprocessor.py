@@ -135,19 +135,25 @@ def test_keras_file_keeps_the_vocab(minilm_vocab, tmp_path):
     assert got.strip().splitlines()[-1] == str(want)
 
 
+# TF Serving's way of running a SavedModel: the restore op and init op (loader.load), then Session.run on the
+# SignatureDef's tensor names, TF.Text's kernels registered as the model server links them.
+SESSION_RUN = """
+    import sys, numpy as np, tensorflow as tf, tensorflow_text
+    assert "bert_keras" not in sys.modules
+    session = tf.compat.v1.Session(graph=tf.Graph())
+    signature = tf.compat.v1.saved_model.loader.load(session, ["serve"], %r).signature_def[%r]
+    feeds = {signature.inputs[k].name: np.array(v, object) for k, v in %r.items()}
+    print(session.run(signature.outputs["input_word_ids"].name, feeds).tolist())
+"""
+
+
 def test_saved_model_serves_in_a_process_without_bert_keras(minilm_vocab, tmp_path):
+    from savedmodels.saving import save_servable
     pre = BertPreprocessor(minilm_vocab, seq_length=32)
-    module = tf.Module()
-    module.pre = pre
-    module.serve = tf.function(lambda text: pre(text), input_signature=[tf.TensorSpec([None], tf.string)])
-    tf.saved_model.save(module, str(tmp_path / "sm"), signatures={"serving_default": module.serve})
+    serve = tf.function(lambda text: pre(text), input_signature=[tf.TensorSpec([None], tf.string, name="text")])
+    save_servable(str(tmp_path / "sm"), {"serving_default": serve.get_concrete_function()})
     want = pre(tf.constant(list(PAIRS[1])))["input_word_ids"].numpy().tolist()
-    got = _run("""
-        import sys, tensorflow as tf, tensorflow_text  # registers the TF.Text ops, as tensorflow_model_server does
-        assert "bert_keras" not in sys.modules
-        fn = tf.saved_model.load("sm").signatures["serving_default"]
-        print(fn(text=tf.constant(%r))["input_word_ids"].numpy().tolist())
-    """ % (list(PAIRS[1]),), tmp_path)
+    got = _run(SESSION_RUN % ("sm", "serving_default", {"text": list(PAIRS[1])}), tmp_path)
     assert got.strip().splitlines()[-1] == str(want)
     assert unsupported_ops(saved_model_op_types(str(tmp_path / "sm"))) == set()
 
@@ -158,16 +164,12 @@ def test_export_archive_serves_in_a_process_without_bert_keras(minilm_vocab, tmp
     archive = keras.export.ExportArchive()
     archive.track(pre)
     archive.add_endpoint("serve", lambda a, b: pre((a, b)),
-                         input_signature=[tf.TensorSpec([None], tf.string), tf.TensorSpec([None], tf.string)])
+                         input_signature=[tf.TensorSpec([None], tf.string, name="a"),
+                                          tf.TensorSpec([None], tf.string, name="b")])
     archive.write_out(str(tmp_path / "archive"))
     a, b = [PAIRS[1][0], "x"], [PAIRS[1][1], "y z"]
     want = pre((tf.constant(a), tf.constant(b)))["input_word_ids"].numpy().tolist()
-    got = _run("""
-        import sys, tensorflow as tf, tensorflow_text
-        assert "bert_keras" not in sys.modules
-        loaded = tf.saved_model.load("archive")
-        print(loaded.serve(tf.constant(%r), tf.constant(%r))["input_word_ids"].numpy().tolist())
-    """ % (a, b), tmp_path)
+    got = _run(SESSION_RUN % ("archive", "serve", {"a": a, "b": b}), tmp_path)
     assert got.strip().splitlines()[-1] == str(want)
     assert unsupported_ops(saved_model_op_types(str(tmp_path / "archive"))) == set()
 
