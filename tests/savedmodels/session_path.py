@@ -52,8 +52,9 @@ print(json.dumps(results))
 """
 
 
-def run_signatures(calls: list[dict]) -> list[dict]:
-    result = subprocess.run([sys.executable, "-c", SCRIPT], input=json.dumps(calls), capture_output=True, text=True,
+def run_signatures(calls: list[dict], python: str = sys.executable) -> list[dict]:
+    """`python`: the interpreter (another TensorFlow + TF.Text, e.g. the 2.12 pair stock TF Serving 2.12 links)."""
+    result = subprocess.run([python, "-c", SCRIPT], input=json.dumps(calls), capture_output=True, text=True,
                             env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
     assert result.returncode == 0, result.stderr[-4000:]
     return json.loads(result.stdout.strip().splitlines()[-1])

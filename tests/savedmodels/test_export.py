@@ -56,7 +56,7 @@ def exports(tmp_path_factory, minilm_vocab):
     return base, paths, {name: model for name, (model, _) in models.items()}, pre
 
 
-def test_every_signature_of_every_kind_on_the_session_path_equals_keras(exports):
+def _every_signature_against_keras(exports, python=sys.executable):
     base, paths, models, pre = exports
     pairs = (SENTENCES, SENTENCES[::-1])
     questions = ["Who wrote it?", "Où ?"]
@@ -77,7 +77,7 @@ def test_every_signature_of_every_kind_on_the_session_path_equals_keras(exports)
         "swag": {"signature": "serving_default", "inputs": {"context": swag_context, "endings": swag_endings}},
         "ner": {"signature": "serving_default", "inputs": {"text": ner_texts}},
     }
-    got = dict(zip(calls, run_signatures([{"path": paths[k.split("/")[0]], **c} for k, c in calls.items()])))
+    got = dict(zip(calls, run_signatures([{"path": paths[k.split("/")[0]], **c} for k, c in calls.items()], python)))
     close = lambda a, b: np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-5, rtol=0)  # noqa: E731
     ids = {k: np.array(v, "int32") for k, v in IDS.items()}
 
@@ -128,6 +128,23 @@ def test_every_signature_of_every_kind_on_the_session_path_equals_keras(exports)
         for token, start, end in zip(ner["tokens"][row][:n], ner["start"][row], ner["end"][row]):
             assert text[start:end].lower().replace("ü", "u") == token.replace("##", "")
     assert sum(ner["token_mask"][0]) >= 5 and not any(ner["token_mask"][1])
+
+
+def test_every_signature_of_every_kind_on_the_session_path_equals_keras(exports):
+    _every_signature_against_keras(exports)
+
+
+@pytest.mark.slow
+def test_every_signature_under_the_tensorflow_stock_tf_serving_2_12_links(exports):
+    """TF 2.12.0 + TF.Text 2.12.1 (what tensorflow_model_server 2.12 links) in another virtual environment:
+    BERT_KERAS_TF212_PYTHON=<venv>/bin/python, made with `pip install tensorflow-cpu==2.12.0 tensorflow-text==2.12.1`."""
+    python = os.environ.get("BERT_KERAS_TF212_PYTHON")
+    if not python:
+        pytest.skip("set BERT_KERAS_TF212_PYTHON to a python with tensorflow 2.12.0 and tensorflow-text 2.12.1")
+    version = subprocess.run([python, "-c", "import tensorflow as t, tensorflow_text as x; print(t.__version__, "
+                              "x.__version__)"], capture_output=True, text=True).stdout.split()
+    assert version[:1] == ["2.12.0"] and version[1:] == ["2.12.1"], version
+    _every_signature_against_keras(exports, python)
 
 
 def test_saved_model_cli_runs_the_export(exports, tmp_path):
