@@ -92,7 +92,7 @@ class SessionBundle:
         for alias, value in inputs.items():
             info = signature.inputs[alias]
             want = tf.dtypes.as_dtype(info.dtype)
-            given = tf.dtypes.as_dtype(value.dtype) if value.dtype != object else tf.string
+            given = tf.string if value.dtype.kind in "OSU" else tf.dtypes.as_dtype(value.dtype)
             if given != want:
                 raise ServingError(grpc.StatusCode.INVALID_ARGUMENT,
                                    f"input '{alias}' expects {want.name} but {given.name} is provided")
@@ -219,7 +219,7 @@ class SessionBundle:
             return 0
         count = 0
         try:
-            records = list(tf.compat.v1.io.tf_record_iterator(path))
+            records = [r.numpy() for r in tf.data.TFRecordDataset(path)]
         except Exception as e:            # noqa: BLE001
             raise LoadError(f"the warmup file {path} is not a readable TFRecord file: {_first_line(e)}") from e
         if len(records) > MAX_WARMUP_RECORDS:
