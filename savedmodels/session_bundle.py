@@ -27,6 +27,7 @@ import grpc
 import numpy as np
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers TF.Text's kernels, as the model server links them)
+from tensorflow.python.util import deprecation
 from tensorflow_serving.apis import classification_pb2, predict_pb2, prediction_log_pb2, regression_pb2
 
 PREDICT = "tensorflow/serving/predict"
@@ -71,7 +72,8 @@ class SessionBundle:
         self.graph = tf.Graph()
         self.session = tf.compat.v1.Session(graph=self.graph, config=session_config)
         try:
-            meta_graph = tf.compat.v1.saved_model.loader.load(self.session, ["serve"], path)
+            with deprecation.silence():       # "use tf.saved_model.load": the very path TF Serving does not take
+                meta_graph = tf.compat.v1.saved_model.loader.load(self.session, ["serve"], path)
         except Exception as e:            # noqa: BLE001  (any failure: a corrupt checkpoint, a missing op, ...)
             self.session.close()
             raise LoadError(f"loading {path} on the SavedModelBundle path failed: {_first_line(e)}") from e
