@@ -287,7 +287,7 @@ def add_training_flags(p, learning_rate: float) -> None:
     p.add_argument("--jit-compile", action="store_true", help="compile the train step with XLA")
     p.add_argument("--steps-per-execution", type=int, default=1, help="steps per TPU call (default 1)")
     p.add_argument("--strategy", default="auto", choices=["auto", "tpu", "mirrored", "multi_worker", "cpu"])
-    p.add_argument("--tpu", help="TPU name or grpc://host:8470 (default: Colab's or $TPU_NAME)")
+    p.add_argument("--tpu", help="Cloud TPU name or grpc://host:8470 (default: $TPU_NAME, else this TPU VM's TPU)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quiet", action="store_true", help="one line per epoch instead of a progress bar")
 

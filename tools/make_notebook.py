@@ -20,8 +20,11 @@ about a minute (the bert_keras test suite runs it that way)."""),
 if "google.colab" in sys.modules:   # Colab: install bert_keras (with its aligned TF / TF.Text / Keras stack)
     os.system("pip install -q bert-keras")"""),
 ("md", """## 1. Connect to the TPU
-`create_strategy("auto")` resolves Colab's TPU (or `$TPU_NAME`) with `TPUClusterResolver`, connects, initialises
-the TPU system and returns a `TPUStrategy`; with no TPU it returns the default strategy."""),
+`create_strategy("auto")` finds the TPU of a TPU VM (Colab and Kaggle TPUs today: `$TPU_ACCELERATOR_TYPE`,
+`/dev/accel*`, `/dev/vfio/*`, libtpu) with `TPUClusterResolver(tpu="local")` (or a Cloud TPU named by
+`$TPU_NAME`), connects, initialises the TPU system and returns a `TPUStrategy`. A TPU it cannot use (no
+`tensorflow-tpu` wheel, the TPU held by another process) stops here with the fix; with no TPU at all it returns the
+default strategy."""),
 ("code", """import json, tempfile
 import numpy as np
 import tensorflow as tf

@@ -1,7 +1,8 @@
 """`--strategy auto|tpu|mirrored|multi_worker|cpu` -> a tf.distribute strategy.
 
-auto: a TPU when one is named ($TPU_NAME, Colab's $COLAB_TPU_ADDR or --tpu), several GPUs -> MirroredStrategy,
-else TF's default strategy. TPUs are resolved with TPUClusterResolver (a name, or grpc://host:port).
+auto: a TPU when there is one (tpu.py: --tpu or $TPU_NAME names a Cloud TPU; a TPU VM's own TPU; Colab's legacy
+$COLAB_TPU_ADDR), several GPUs -> MirroredStrategy, else TF's default strategy. A TPU that is signalled but cannot
+be used is an error naming the fix, never a silent CPU run. tpu: the same TPU search, an error when none is found.
 multi_worker needs TF_CONFIG, as every MultiWorkerMirroredStrategy job does.
 """
 
@@ -9,51 +10,44 @@ from __future__ import annotations
 
 import json
 import os
-import socket
-import urllib.error
-import urllib.parse
 
 import tensorflow as tf
+
+from bert_keras.training.tpu import named_tpu_strategy, tpu_vm_signs, tpu_vm_strategy
 
 STRATEGIES = ("auto", "tpu", "mirrored", "multi_worker", "cpu")
 
 
-def _unreachable(tpu: str, reason) -> RuntimeError:
-    return RuntimeError(
-        f"No TPU reachable at {tpu or 'the default address'} ({reason}). On Colab choose a TPU runtime; elsewhere "
-        "pass --tpu NAME or grpc://HOST:8470, or use --strategy cpu|mirrored.")
-
-
-def _tpu_strategy(tpu: str | None):
-    if tpu and tpu.startswith("grpc://"):
-        # TF retries an unreachable gRPC master for minutes: check the port answers before handing it over.
-        address = urllib.parse.urlparse(tpu)
-        try:
-            socket.create_connection((address.hostname, address.port or 8470), timeout=5).close()
-        except OSError as e:
-            raise _unreachable(tpu, e) from None
-    try:
-        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu or "")
-        tf.config.experimental_connect_to_cluster(resolver)
-        tf.tpu.experimental.initialize_tpu_system(resolver)
-    except (ValueError, RuntimeError, OSError, urllib.error.URLError, tf.errors.OpError) as e:
-        raise _unreachable(tpu, str(e).splitlines()[0] if str(e) else type(e).__name__) from None
-    return tf.distribute.TPUStrategy(resolver)
+def find_tpu(tpu: str | None = None):
+    """TPUStrategy for the TPU this run should use, or None when nothing signals one."""
+    name = tpu or os.environ.get("TPU_NAME")
+    if name and name != "local":
+        return named_tpu_strategy(name)
+    signs = tpu_vm_signs() or (["$TPU_NAME=local"] if name == "local" else [])
+    if signs:
+        return tpu_vm_strategy(signs)
+    if os.environ.get("COLAB_TPU_ADDR"):                        # the retired Colab TPU-Node runtime
+        return named_tpu_strategy(f"grpc://{os.environ['COLAB_TPU_ADDR']}")
+    return None
 
 
 def create_strategy(name: str = "auto", tpu: str | None = None) -> tf.distribute.Strategy:
     if name not in STRATEGIES:
         raise ValueError(f"--strategy must be one of {', '.join(STRATEGIES)}, got {name!r}")
     if name == "auto":
-        colab = os.environ.get("COLAB_TPU_ADDR")
-        tpu = tpu or os.environ.get("TPU_NAME") or (f"grpc://{colab}" if colab else None)
-        if tpu:
-            return _tpu_strategy(tpu)
+        strategy = find_tpu(tpu)
+        if strategy is not None:
+            return strategy
         if len(tf.config.list_logical_devices("GPU")) > 1:
             return tf.distribute.MirroredStrategy()
         return tf.distribute.get_strategy()
     if name == "tpu":
-        return _tpu_strategy(tpu)
+        strategy = find_tpu(tpu)
+        if strategy is None:
+            raise RuntimeError("--strategy tpu, but no TPU is signalled: no --tpu or $TPU_NAME, no TPU VM signs "
+                               "($TPU_ACCELERATOR_TYPE, /dev/accel*, /dev/vfio/<n>, libtpu) and no $COLAB_TPU_ADDR. "
+                               "On Colab or Kaggle choose a TPU runtime; for a Cloud TPU pass --tpu NAME.")
+        return strategy
     if name == "mirrored":
         return tf.distribute.MirroredStrategy()
     if name == "multi_worker":
