@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed-$(shell cat setup.cfg pyproject.toml | cksum | cut -
 export TF_CPP_MIN_LOG_LEVEL ?= 3
 export HF_HUB_OFFLINE := 1
 
-.PHONY: demo test test-slow benchmark clean
+.PHONY: demo test test-slow benchmark wheel clean
 
 $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,5 +33,10 @@ benchmark: $(STAMP)
 	$(PY) tools/benchmark_finetune.py
 	$(PY) tools/benchmark_pretraining_data.py
 
+wheel: $(STAMP)
+	rm -rf build dist/bert_keras-*.whl
+	$(PY) -m pip wheel -q --no-deps -w dist .
+	@ls dist/bert_keras-*.whl
+
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache

@@ -16,9 +16,30 @@ in `tf.data` on the host (TF.Text string ops cannot run on a TPU), fine-tunes wi
 
 Without a TPU it falls back to the default strategy and a tiny BERT, so it runs top to bottom on a laptop CPU in
 about a minute (the bert_keras test suite runs it that way)."""),
-("code", """import os, sys
-if "google.colab" in sys.modules:   # Colab: install bert_keras (with its aligned TF / TF.Text / Keras stack)
-    os.system("pip install -q bert-keras")"""),
+("md", """## 0. Install bert_keras
+bert_keras is not on PyPI. Build the wheel once (`make wheel` in a checkout: `dist/bert_keras-*.whl`) and upload
+it: on Colab to the session's files (it lands in `/content`), on Kaggle as a dataset (`/kaggle/input/...`); or
+set `BERT_KERAS_SOURCE` to the repository URL (`git+https://...`). The `tpu` extra brings `tensorflow-tpu`
+(with libtpu), which a TPU VM needs; after the install, restart the runtime once if TensorFlow was already
+imported. A failed install stops here with pip's output."""),
+("code", """import glob, os, subprocess, sys
+BERT_KERAS_SOURCE = ""      # a wheel path or git+https://... URL; empty: the newest uploaded wheel
+on_hosted_tpu = "google.colab" in sys.modules or "KAGGLE_KERNEL_RUN_TYPE" in os.environ
+if on_hosted_tpu:
+    wheels = sorted(glob.glob("/content/bert_keras-*.whl") + glob.glob("/kaggle/input/**/bert_keras-*.whl",
+                                                                       recursive=True))
+    source = BERT_KERAS_SOURCE or (wheels[-1] if wheels else None)
+    if source is None:
+        raise FileNotFoundError("No bert_keras wheel found in /content or /kaggle/input: upload "
+                                "dist/bert_keras-*.whl (make wheel) or set BERT_KERAS_SOURCE")
+    tpu_vm = os.environ.get("TPU_ACCELERATOR_TYPE") or glob.glob("/dev/accel*") + glob.glob("/dev/vfio/[0-9]*")
+    extra = "[tpu]" if tpu_vm else ""
+    requirement = f"bert_keras{extra} @ {source}" if source.startswith("git+") else f"{source}{extra}"
+    result = subprocess.run([sys.executable, "-m", "pip", "install", "-q", requirement], capture_output=True,
+                            text=True)
+    print(result.stdout[-3000:], result.stderr[-3000:])
+    if result.returncode != 0:
+        raise RuntimeError(f"pip install of {source} failed (exit {result.returncode}); its output is above")"""),
 ("md", """## 1. Connect to the TPU
 `create_strategy("auto")` finds the TPU of a TPU VM (Colab and Kaggle TPUs today: `$TPU_ACCELERATOR_TYPE`,
 `/dev/accel*`, `/dev/vfio/*`, libtpu) with `TPUClusterResolver(tpu="local")` (or a Cloud TPU named by
