@@ -21,6 +21,7 @@ import keras
 import tensorflow as tf
 
 from bert_keras.atomic import atomic_file, write_json
+from bert_keras.training.static_shapes import with_static_shapes
 
 
 @dataclasses.dataclass
@@ -163,7 +164,8 @@ class TrainingCurves(keras.callbacks.Callback):
 
 
 def finetune(config: FinetuneConfig) -> dict:
-    """Train, evaluate and save; returns {"metrics": final scores, "history": per epoch, "out": folder}."""
+    """Train, evaluate and save; returns {"metrics": final scores, "history": per epoch, "loss": per epoch,
+    "out": folder, "model": the trained task model}."""
     from bert_keras.finetune.base import get_task
     from bert_keras.training import create_optimizer, create_strategy
     task = get_task(config.task, **config.task_args)
@@ -183,6 +185,8 @@ def finetune(config: FinetuneConfig) -> dict:
                                               seq_length=config.seq_length, max_seq_length=config.max_seq_length)
         model = task.build_model(encoder, train)
         train_ds = task.dataset(train, preprocessor, config.batch_size, training=True, seed=config.seed)
+        if config.seq_length:            # fixed length: every batch has one shape, which a TPU compile needs to see
+            train_ds = with_static_shapes(train_ds, config.batch_size)
         steps_per_epoch = int(train_ds.cardinality())
         if steps_per_epoch < 0:            # windows (SQuAD) are counted by one pass over the data
             steps_per_epoch = sum(1 for _ in task.dataset(train, preprocessor, config.batch_size, True, config.seed))
@@ -208,7 +212,8 @@ def finetune(config: FinetuneConfig) -> dict:
     _save(model, preprocessor, config, task_info, {"task": config.task, "train": train_file, "eval": eval_file,
                                         "train_examples": len(train), "eval_examples": len(evaluation),
                                         "steps": total_steps, "final": final, "history": history})
-    return {"metrics": final, "history": history, "loss": fit.history.get("loss", []), "out": config.out}
+    return {"metrics": final, "history": history, "loss": fit.history.get("loss", []), "out": config.out,
+            "model": model}
 
 
 def _save(model, preprocessor, config, task_info, metrics):

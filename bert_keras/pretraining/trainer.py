@@ -81,12 +81,13 @@ class StepCheckpoint(keras.callbacks.Callback):
 
 
 def pretrain(config: PretrainConfig) -> dict:
-    """Trains; returns {"history": per-interval logs, "step": final step, "out": folder, "replicas"}."""
+    """Trains; returns {"history": per-interval logs, "step": final step, "out": folder, "replicas", "model"}."""
     from bert_keras.finetune.trainer import TrainingCurves, load_backbone
     from bert_keras.pretraining.dataset import dynamic_masking_dataset, records_dataset
     from bert_keras.pretraining.records import check_records, record_files
     from bert_keras.tasks.pretrainer import BertPretrainer
     from bert_keras.training import create_optimizer, create_strategy
+    from bert_keras.training.static_shapes import with_static_shapes
     if bool(config.records) == bool(config.text):
         raise ValueError("give --records (pretraining TFRecords) or --text (text files, dynamic masking), not both")
     if config.train_steps % config.save_every:
@@ -127,6 +128,7 @@ def pretrain(config: PretrainConfig) -> dict:
     else:
         data = dynamic_masking_dataset(files, preprocessor, config.batch_size, config.max_seq_length,
                                        config.max_predictions_per_seq, seed=config.seed, skip_batches=step)
+    data = with_static_shapes(data, config.batch_size)      # fixed by construction: let the TPU compile see it
     callbacks = [checkpoint, keras.callbacks.TensorBoard(os.path.join(out, "logs"), update_freq=50),
                  TrainingCurves(os.path.join(out, "training_curves.png"), "mlm_accuracy")]
     fit = model.fit(data, epochs=config.train_steps // config.save_every, steps_per_epoch=config.save_every,
@@ -134,7 +136,7 @@ def pretrain(config: PretrainConfig) -> dict:
                     verbose=1 if config.progress else 2)
     _save(model, preprocessor, out)
     history = [dict(zip(fit.history, values)) for values in zip(*fit.history.values())]
-    return {"history": history, "step": config.train_steps, "out": out, "replicas": replicas}
+    return {"history": history, "step": config.train_steps, "out": out, "replicas": replicas, "model": model}
 
 
 def _output_folder(strategy, out: str) -> str:
