@@ -21,6 +21,7 @@ import keras
 import tensorflow as tf
 
 from bert_keras.atomic import atomic_file, write_json
+from bert_keras.training.input_pipelines import distributed_input
 from bert_keras.training.static_shapes import with_static_shapes
 
 
@@ -163,6 +164,18 @@ class TrainingCurves(keras.callbacks.Callback):
         plt.close(fig)
 
 
+def training_input(task, train: list, preprocessor, config: FinetuneConfig, shard: int = 0, shards: int = 1,
+                   batch_size: int | None = None) -> tf.data.Dataset:
+    """One input pipeline's training batches, repeated: examples shard, shard + shards, ... (disjoint parts for
+    the hosts of a multi-worker job or a pod), in batches of `batch_size` (per replica), shapes pinned when the
+    sequence length is fixed (a TPU compile needs to see them)."""
+    batch_size = batch_size or config.batch_size
+    ds = task.dataset(train[shard::shards], preprocessor, batch_size, training=True, seed=config.seed)
+    if config.seq_length:
+        ds = with_static_shapes(ds, batch_size)
+    return ds.repeat()
+
+
 def finetune(config: FinetuneConfig) -> dict:
     """Train, evaluate and save; returns {"metrics": final scores, "history": per epoch, "loss": per epoch,
     "out": folder, "model": the trained task model}."""
@@ -185,8 +198,6 @@ def finetune(config: FinetuneConfig) -> dict:
                                               seq_length=config.seq_length, max_seq_length=config.max_seq_length)
         model = task.build_model(encoder, train)
         train_ds = task.dataset(train, preprocessor, config.batch_size, training=True, seed=config.seed)
-        if config.seq_length:            # fixed length: every batch has one shape, which a TPU compile needs to see
-            train_ds = with_static_shapes(train_ds, config.batch_size)
         steps_per_epoch = int(train_ds.cardinality())
         if steps_per_epoch < 0:            # windows (SQuAD) are counted by one pass over the data
             steps_per_epoch = sum(1 for _ in task.dataset(train, preprocessor, config.batch_size, True, config.seed))
@@ -204,7 +215,9 @@ def finetune(config: FinetuneConfig) -> dict:
     callbacks.append(TrainingCurves(os.path.join(config.out, "training_curves.png"),
                                     task.metric_name if evaluation else None))
     epochs = max(1, int(-(-config.epochs // 1)))
-    fit = model.fit(train_ds.repeat(), epochs=epochs, steps_per_epoch=min(steps_per_epoch, total_steps),
+    train_input = distributed_input(strategy, lambda shard, shards, batch_size: training_input(
+        task, train, preprocessor, config, shard, shards, batch_size), config.batch_size)
+    fit = model.fit(train_input, epochs=epochs, steps_per_epoch=min(steps_per_epoch, total_steps),
               callbacks=callbacks, verbose=1 if config.progress else 2)
     history = evaluator.history if evaluator else []
     final = history[-1] if history else {}

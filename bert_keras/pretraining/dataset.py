@@ -5,6 +5,8 @@ Both yield (x, y) with static shapes (TPUs):
   y: masked_lm_ids [B, P] int32, masked_lm_weights [B, P] float32, next_sentence_labels [B] int32 (MLM+NSP only)
 Training order is a function of the seed alone (file order, interleave and shuffle are seeded and deterministic),
 so a resumed run that skips the batches already seen trains on exactly what an uninterrupted run would.
+`shard=(i, n)`: the i-th of n disjoint parts, for one of n input pipelines (training/input_pipelines.py): whole
+files when there are at least n, else every n-th record.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from bert_keras.pretraining.records import feature_spec
 
 def records_dataset(files: list[str], batch_size: int, max_seq_length: int, max_predictions_per_seq: int,
                     training: bool = True, seed: int = 0, skip_batches: int = 0, nsp: bool = True,
-                    shuffle_buffer: int = 10_000) -> tf.data.Dataset:
+                    shuffle_buffer: int = 10_000, shard: tuple[int, int] = (0, 1)) -> tf.data.Dataset:
     spec = feature_spec(max_seq_length, max_predictions_per_seq)
 
     def parse(records):
@@ -29,10 +31,15 @@ def records_dataset(files: list[str], batch_size: int, max_seq_length: int, max_
             y["next_sentence_labels"] = f["next_sentence_labels"][:, 0]
         return x, y
 
+    index, count = shard
+    by_file = count > 1 and len(files) >= count
+    files = files[index::count] if by_file else files
     ds = tf.data.Dataset.from_tensor_slices(files)
     if training:
         ds = ds.shuffle(len(files), seed=seed).repeat()
     ds = ds.interleave(tf.data.TFRecordDataset, cycle_length=min(4, len(files)), deterministic=True)
+    if count > 1 and not by_file:
+        ds = ds.shard(count, index)
     if training:
         ds = ds.shuffle(shuffle_buffer, seed=seed)
     ds = ds.batch(batch_size, drop_remainder=training).map(parse, num_parallel_calls=tf.data.AUTOTUNE,
@@ -44,7 +51,7 @@ def records_dataset(files: list[str], batch_size: int, max_seq_length: int, max_
 
 def dynamic_masking_dataset(files: list[str], preprocessor, batch_size: int, max_seq_length: int = 128,
                             max_predictions_per_seq: int = 20, masked_lm_prob: float = 0.15, seed: int = 0,
-                            skip_batches: int = 0) -> tf.data.Dataset:
+                            skip_batches: int = 0, shard: tuple[int, int] = (0, 1)) -> tf.data.Dataset:
     """MLM-only (RoBERTa-style) batches from plain text, masked afresh each time a line comes round: TF.Text's
     RandomItemSelector picks `masked_lm_prob` of the real tokens (never [CLS]/[SEP]/[PAD], at most
     `max_predictions_per_seq`), MaskValuesChooser makes them [MASK] 80%, random 10%, unchanged 10%.
@@ -71,6 +78,8 @@ def dynamic_masking_dataset(files: list[str], preprocessor, batch_size: int, max
         return x, {"masked_lm_ids": tf.cast(labels, tf.int32), "masked_lm_weights": tf.cast(weights, tf.float32)}
 
     ds = tf.data.TextLineDataset(files).map(tf.strings.strip).filter(lambda line: tf.strings.length(line) > 0)
+    if shard[1] > 1:
+        ds = ds.shard(shard[1], shard[0])
     ds = ds.shuffle(10_000, seed=seed).repeat().batch(batch_size, drop_remainder=True).map(mask)
     if skip_batches:
         ds = ds.skip(skip_batches)

@@ -87,6 +87,7 @@ def pretrain(config: PretrainConfig) -> dict:
     from bert_keras.pretraining.records import check_records, record_files
     from bert_keras.tasks.pretrainer import BertPretrainer
     from bert_keras.training import create_optimizer, create_strategy
+    from bert_keras.training.input_pipelines import distributed_input
     from bert_keras.training.static_shapes import with_static_shapes
     if bool(config.records) == bool(config.text):
         raise ValueError("give --records (pretraining TFRecords) or --text (text files, dynamic masking), not both")
@@ -122,13 +123,19 @@ def pretrain(config: PretrainConfig) -> dict:
         print(f"resumed from step {step} ({checkpoint.folder})", flush=True)
     if step >= config.train_steps:
         return {"history": [], "step": step, "out": out, "replicas": replicas}
-    if config.records:
-        data = records_dataset(files, config.batch_size, config.max_seq_length, config.max_predictions_per_seq,
-                               seed=config.seed, skip_batches=step, nsp=config.nsp)
-    else:
-        data = dynamic_masking_dataset(files, preprocessor, config.batch_size, config.max_seq_length,
-                                       config.max_predictions_per_seq, seed=config.seed, skip_batches=step)
-    data = with_static_shapes(data, config.batch_size)      # fixed by construction: let the TPU compile see it
+
+    def make_dataset(shard: int, shards: int, batch_size: int):
+        """One input pipeline: its part of the data, per-replica batches, the batches it fed before `step`."""
+        skip = step * replicas // shards
+        if config.records:
+            ds = records_dataset(files, batch_size, config.max_seq_length, config.max_predictions_per_seq,
+                                 seed=config.seed, skip_batches=skip, nsp=config.nsp, shard=(shard, shards))
+        else:
+            ds = dynamic_masking_dataset(files, preprocessor, batch_size, config.max_seq_length,
+                                         config.max_predictions_per_seq, seed=config.seed, skip_batches=skip,
+                                         shard=(shard, shards))
+        return with_static_shapes(ds, batch_size)      # fixed by construction: let the TPU compile see it
+    data = distributed_input(strategy, make_dataset, config.batch_size)
     callbacks = [checkpoint, keras.callbacks.TensorBoard(os.path.join(out, "logs"), update_freq=50),
                  TrainingCurves(os.path.join(out, "training_curves.png"), "mlm_accuracy")]
     fit = model.fit(data, epochs=config.train_steps // config.save_every, steps_per_epoch=config.save_every,

@@ -1,0 +1,108 @@
+"""One input pipeline per host: the parts the pipelines read are disjoint and together the whole data, for
+fine-tuning (examples) and pretraining (record files or records), also through the InputContexts of a real
+2-worker MultiWorkerMirroredStrategy cluster on loopback. (Both workers ending with equal weights is
+tests/pretraining/test_pretrain.py's two-worker test, which trains through the same pipelines.)"""
+
+import collections
+import json
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from bert_keras.demo import SAMPLES
+from conftest import FIXTURES, REPO
+
+SEQ, PRED = 64, 10
+
+
+def _rows(batches, *keys):
+    """Multiset of the rows (tuples of the named features) in an iterable of (x, y) batches."""
+    out = collections.Counter()
+    for x, y in batches:
+        features = {**x, **(y if isinstance(y, dict) else {"labels": y})}
+        parts = [np.asarray(features[k]).reshape(len(np.asarray(features[k])), -1) for k in keys]
+        out.update(tuple(np.concatenate(row).tolist()) for row in zip(*parts))
+    return out
+
+
+def test_fine_tuning_pipelines_split_the_examples(minilm_vocab):
+    from bert_keras.finetune.base import get_task
+    from bert_keras.finetune.trainer import FinetuneConfig, load_backbone, training_input
+    task = get_task("sst-2")
+    train = task.read(f"{SAMPLES}/sst2_train.tsv")[:96]
+    config = FinetuneConfig(task="sst-2", model="bert_tiny", vocab=minilm_vocab, out="-", seq_length=48,
+                            max_seq_length=48)
+    _, pre = load_backbone("bert_tiny", minilm_vocab, seq_length=48, max_seq_length=48)
+    whole = _rows(training_input(task, train, pre, config, 0, 1, 8).take(96 // 8), "input_word_ids")
+    assert sum(whole.values()) == 96 and max(whole.values()) == 1              # 96 distinct examples
+    for shards in (2, 3):
+        parts = [_rows(training_input(task, train, pre, config, i, shards, 8).take(96 // shards // 8),
+                       "input_word_ids") for i in range(shards)]
+        assert sum(parts, collections.Counter()) == whole                     # together: every example once
+
+
+@pytest.fixture(scope="module")
+def records(minilm_vocab, tmp_path_factory):
+    from bert_keras.preprocessing import BertPreprocessor
+    from bert_keras.pretraining import MaskingConfig, create_pretraining_data
+    out = tmp_path_factory.mktemp("records") / "corpus"
+    create_pretraining_data([str(FIXTURES / "pretraining_corpus.txt")], BertPreprocessor(minilm_vocab), str(out), 2,
+                            MaskingConfig(max_seq_length=SEQ, max_predictions_per_seq=PRED, dupe_factor=2), seed=1)
+    return sorted(str(p) for p in out.parent.iterdir())
+
+
+@pytest.mark.parametrize("shards", [2, 3])           # 2: by file (2 files); 3: by record
+def test_pretraining_pipelines_split_the_records(records, shards):
+    from bert_keras.pretraining.dataset import records_dataset
+    read = lambda shard: _rows(records_dataset(records, 16, SEQ, PRED, training=False, shard=shard),  # noqa: E731
+                               "input_word_ids", "masked_lm_positions")
+    whole, parts = read((0, 1)), [read((i, shards)) for i in range(shards)]
+    assert len(records) == 2 and sum(whole.values()) > 100
+    assert sum(parts, collections.Counter()) == whole
+    assert all(sum(p.values()) > 0 for p in parts)
+
+
+def test_two_workers_read_disjoint_halves(records, tmp_path):
+    """Each worker of a real 2-worker cluster builds its pipeline from the InputContext the strategy gives it."""
+    ports = []
+    for _ in range(2):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            ports.append(s.getsockname()[1])
+    cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
+    script = textwrap.dedent(f"""
+        import json
+        from bert_keras.training import create_strategy
+        strategy = create_strategy("multi_worker")
+        from bert_keras.pretraining.dataset import records_dataset
+        from bert_keras.training.input_pipelines import distributed_input
+        contexts = []
+        def make(shard, shards, batch):
+            contexts.append([shard, shards, batch])
+            return records_dataset({records!r}, batch, {SEQ}, {PRED}, training=False, shard=(shard, shards))
+        rows = []
+        for x, _ in distributed_input(strategy, make, 16):
+            for ids in strategy.experimental_local_results(x["input_word_ids"]):
+                rows += ids.numpy().tolist()
+        print(json.dumps({{"contexts": contexts, "rows": rows}}))
+    """)
+    workers = [subprocess.Popen([sys.executable, "-c", script], cwd=REPO, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env={
+                                    **os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "TF_CONFIG": json.dumps(
+                                        {"cluster": cluster, "task": {"type": "worker", "index": i}})})
+               for i in range(2)]
+    outputs = [w.communicate(timeout=600) for w in workers]
+    for w, (_, stderr) in zip(workers, outputs):
+        assert w.returncode == 0, stderr[-2000:]
+    got = [json.loads(out.strip().splitlines()[-1]) for out, _ in outputs]
+    assert sorted(tuple(g["contexts"][0]) for g in got) == [(0, 2, 8), (1, 2, 8)]     # global 16 / 2 replicas
+    from bert_keras.pretraining.dataset import records_dataset
+    whole = collections.Counter(tuple(r) for x, _ in records_dataset(records, 16, SEQ, PRED, training=False)
+                                for r in x["input_word_ids"].numpy().tolist())
+    parts = [collections.Counter(tuple(r) for r in g["rows"]) for g in got]
+    assert parts[0] + parts[1] == whole and not set(parts[0]) & set(parts[1])
