@@ -49,3 +49,24 @@ def hf_tokenizer(minilm_dir):
 @pytest.fixture(scope="session")
 def minilm_vocab(minilm_dir) -> str:
     return f"{minilm_dir}/vocab.txt"
+
+
+def run_workers(argv: list[str], count: int = 2, timeout: float = 900) -> list[str]:
+    """Runs `argv` as `count` MultiWorkerMirroredStrategy workers on loopback ports (TF_CONFIG set for each);
+    asserts every worker exits 0; returns their standard outputs."""
+    import json
+    import socket
+    import subprocess
+    ports = []
+    for _ in range(count):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            ports.append(s.getsockname()[1])
+    cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
+    workers = [subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={
+        **os.environ, "TF_CPP_MIN_LOG_LEVEL": "3",
+        "TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}})}) for i in range(count)]
+    outputs = [w.communicate(timeout=timeout) for w in workers]
+    for w, (_, stderr) in zip(workers, outputs):
+        assert w.returncode == 0, stderr[-2000:]
+    return [stdout for stdout, _ in outputs]

@@ -14,7 +14,7 @@ import keras
 import numpy as np
 import pytest
 
-from conftest import FIXTURES, REPO
+from conftest import FIXTURES, REPO, run_workers
 
 SEQ, PRED = 64, 10
 
@@ -105,22 +105,8 @@ def test_runs_under_mirrored_strategy_on_two_logical_cpus(minilm_vocab, records,
 
 
 def test_two_workers_on_localhost_agree_on_the_weights(minilm_vocab, records, tmp_path):
-    import socket
-    ports = []
-    for _ in range(2):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            ports.append(s.getsockname()[1])
-    cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
     out = tmp_path / "mw"
-    workers = [subprocess.Popen(command(minilm_vocab, records, out, 20, "--strategy", "multi_worker"), cwd=REPO,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "TF_CONFIG": json.dumps(
-                                    {"cluster": cluster, "task": {"type": "worker", "index": i}})})
-               for i in range(2)]
-    outputs = [w.communicate(timeout=900) for w in workers]
-    for w, (stdout, stderr) in zip(workers, outputs):
-        assert w.returncode == 0, stderr[-2000:]
+    for stdout in run_workers(command(minilm_vocab, records, out, 20, "--strategy", "multi_worker")):
         assert "replicas: 2" in stdout
     # The chief writes to --out, the other worker to --out/worker-1; all-reduce keeps their weights identical.
     for a, b in zip(weights(out / "pretrainer.keras"), weights(out / "worker-1" / "pretrainer.keras")):

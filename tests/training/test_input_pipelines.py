@@ -5,9 +5,6 @@ tests/pretraining/test_pretrain.py's two-worker test, which trains through the s
 
 import collections
 import json
-import os
-import socket
-import subprocess
 import sys
 import textwrap
 
@@ -15,7 +12,7 @@ import numpy as np
 import pytest
 
 from bert_keras.demo import SAMPLES
-from conftest import FIXTURES, REPO
+from conftest import FIXTURES, run_workers
 
 SEQ, PRED = 64, 10
 
@@ -69,12 +66,6 @@ def test_pretraining_pipelines_split_the_records(records, shards):
 
 def test_two_workers_read_disjoint_halves(records, tmp_path):
     """Each worker of a real 2-worker cluster builds its pipeline from the InputContext the strategy gives it."""
-    ports = []
-    for _ in range(2):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            ports.append(s.getsockname()[1])
-    cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
     script = textwrap.dedent(f"""
         import json
         from bert_keras.training import create_strategy
@@ -91,15 +82,8 @@ def test_two_workers_read_disjoint_halves(records, tmp_path):
                 rows += ids.numpy().tolist()
         print(json.dumps({{"contexts": contexts, "rows": rows}}))
     """)
-    workers = [subprocess.Popen([sys.executable, "-c", script], cwd=REPO, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, env={
-                                    **os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "TF_CONFIG": json.dumps(
-                                        {"cluster": cluster, "task": {"type": "worker", "index": i}})})
-               for i in range(2)]
-    outputs = [w.communicate(timeout=600) for w in workers]
-    for w, (_, stderr) in zip(workers, outputs):
-        assert w.returncode == 0, stderr[-2000:]
-    got = [json.loads(out.strip().splitlines()[-1]) for out, _ in outputs]
+    outputs = run_workers([sys.executable, "-c", script], timeout=600)
+    got = [json.loads(out.strip().splitlines()[-1]) for out in outputs]
     assert sorted(tuple(g["contexts"][0]) for g in got) == [(0, 2, 8), (1, 2, 8)]     # global 16 / 2 replicas
     from bert_keras.pretraining.dataset import records_dataset
     whole = collections.Counter(tuple(r) for x, _ in records_dataset(records, 16, SEQ, PRED, training=False)
