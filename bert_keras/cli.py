@@ -189,15 +189,13 @@ def cmd_pretrain(args) -> None:
 
 
 def cmd_export(args) -> None:
-    from savedmodels.export import export_task_model, load_trained, write_models_config
+    from savedmodels.export import export_task_model, load_trained, numeric_versions, write_models_config
     try:
         model, preprocessor, info = load_trained(args.model)
         path = export_task_model(model, preprocessor, args.base_path, args.name, args.version, info)
     except (FileNotFoundError, FileExistsError, TypeError) as e:
         raise CommandError(str(e)) from None
-    names = sorted(d for d in os.listdir(args.base_path)
-                   if os.path.isdir(os.path.join(args.base_path, d)) and any(
-                       v.isdigit() for v in os.listdir(os.path.join(args.base_path, d))))
+    names = sorted(d for d in os.listdir(args.base_path) if numeric_versions(os.path.join(args.base_path, d)))
     config = write_models_config(args.base_path, names)
     print(f"wrote {path} (SavedModel, {info.get('task', 'task')} signatures; the op check passed for stock TF "
           f"Serving >= 2.12)")
@@ -222,9 +220,8 @@ def cmd_export_hub(args) -> None:
 
 
 def cmd_serve(args) -> None:
-    import time
-
     import logging
+    import time
 
     from savedmodels.local_server import start_server
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")       # loads, swaps, refusals

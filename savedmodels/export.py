@@ -43,9 +43,18 @@ def task_signatures(model, preprocessor, task_info: dict | None = None) -> list:
                     "(BertClassifier, BertSpanLabeler, BertMultipleChoice, BertTagger)")
 
 
+def numeric_versions(model_dir: str) -> list[int]:
+    """The version folders TF Serving sees under a model's base path, ascending: numeric names only (our
+    temporary `.N.partial-*` folders are not); [] when there is no such folder."""
+    try:
+        names = os.listdir(model_dir)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    return sorted(int(v) for v in names if v.isdigit() and os.path.isdir(os.path.join(model_dir, v)))
+
+
 def next_version(model_dir: str) -> int:
-    versions = [int(v) for v in os.listdir(model_dir) if v.isdigit()] if os.path.isdir(model_dir) else []
-    return max(versions, default=0) + 1
+    return max(numeric_versions(model_dir), default=0) + 1
 
 
 def _warmup_records(path: str, model_name: str, signatures: list) -> None:

@@ -33,18 +33,10 @@ import time
 import grpc
 from tensorflow_serving.apis import get_model_metadata_pb2, prediction_service_pb2_grpc
 
+from savedmodels.export import numeric_versions
 from savedmodels.session_bundle import LoadError, ServingError, SessionBundle
 
 log = logging.getLogger("savedmodels.local_server")
-
-
-def numeric_versions(base_path: str) -> list[int]:
-    """The version folders TF Serving sees: numeric names (export's temporary `.N.partial-*` folders are not)."""
-    try:
-        names = os.listdir(base_path)
-    except FileNotFoundError:
-        return []
-    return sorted(int(v) for v in names if v.isdigit() and os.path.isdir(os.path.join(base_path, v)))
 
 
 class _Version:
@@ -166,23 +158,21 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
         response.model_spec.version.value = version.number
         response.model_spec.signature_name = request.model_spec.signature_name or method_default
 
-    def Predict(self, request, context):
+    def _answer(self, request, context, method: str):
+        """Predict, Classify or Regress on the version the request gets, its model_spec filled in."""
         with self._serving(request.model_spec, context) as version:
-            response = version.bundle.predict(request)
+            response = getattr(version.bundle, method)(request)
             self._model_spec(response, request, version)
             return response
+
+    def Predict(self, request, context):
+        return self._answer(request, context, "predict")
 
     def Classify(self, request, context):
-        with self._serving(request.model_spec, context) as version:
-            response = version.bundle.classify(request)
-            self._model_spec(response, request, version)
-            return response
+        return self._answer(request, context, "classify")
 
     def Regress(self, request, context):
-        with self._serving(request.model_spec, context) as version:
-            response = version.bundle.regress(request)
-            self._model_spec(response, request, version)
-            return response
+        return self._answer(request, context, "regress")
 
     def GetModelMetadata(self, request, context):
         with self._serving(request.model_spec, context) as version:
@@ -246,12 +236,13 @@ def start_server(models: dict[str, str], port: int = 0, workers: int = 8, poll_s
     loaded = {}
     try:
         for name, base_path in models.items():
-            if not numeric_versions(base_path):
+            versions = numeric_versions(base_path)
+            if not versions:
                 raise FileNotFoundError(f"{base_path} has no numeric version folder (expected {base_path}/1/...): "
                                         "export one with `bert-keras export`")
             model = ModelVersions(name, base_path, max_load_retries, retry_seconds)
             loaded[name] = model
-            newest = numeric_versions(base_path)[-1]
+            newest = versions[-1]
             try:
                 model.current = model._load(newest)
             except LoadError as e:

@@ -152,11 +152,11 @@ def garden_export(model, fixed, path: str) -> str | None:
 
     from bert_keras import save_google_checkpoint
     from bert_keras.checkpoints.garden import garden_bert_encoder
+    from savedmodels.saving import save_servable
     prefix = save_google_checkpoint(model.encoder, os.path.join(path, "tf1"))
     converter.convert_checkpoint(configs.BertConfig.from_json_file(os.path.join(path, "tf1", "bert_config.json")),
                                  os.path.join(path, "tf2", "bert_model.ckpt"), prefix, checkpoint_model_name="encoder")
     encoder = garden_bert_encoder(model.encoder.config)
-    from savedmodels.saving import save_servable
     tf.train.Checkpoint(encoder=encoder).read(
         tf.train.latest_checkpoint(os.path.join(path, "tf2"))).assert_existing_objects_matched()
     kernel, bias = (tf.constant(w) for w in model.get_layer("logits").get_weights())

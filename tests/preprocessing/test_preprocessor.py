@@ -14,6 +14,7 @@ import tensorflow as tf
 
 from bert_keras.preprocessing import BertPreprocessor
 from conftest import REPO
+from session_path import run_signatures
 from test_packer import _google_truncate
 from savedmodels.ops import preprocessing_op_types, saved_model_op_types, unsupported_ops
 
@@ -135,26 +136,15 @@ def test_keras_file_keeps_the_vocab(minilm_vocab, tmp_path):
     assert got.strip().splitlines()[-1] == str(want)
 
 
-# TF Serving's way of running a SavedModel: the restore op and init op (loader.load), then Session.run on the
-# SignatureDef's tensor names, TF.Text's kernels registered as the model server links them.
-SESSION_RUN = """
-    import sys, numpy as np, tensorflow as tf, tensorflow_text
-    assert "bert_keras" not in sys.modules
-    session = tf.compat.v1.Session(graph=tf.Graph())
-    signature = tf.compat.v1.saved_model.loader.load(session, ["serve"], %r).signature_def[%r]
-    feeds = {signature.inputs[k].name: np.array(v, object) for k, v in %r.items()}
-    print(session.run(signature.outputs["input_word_ids"].name, feeds).tolist())
-"""
-
-
 def test_saved_model_serves_in_a_process_without_bert_keras(minilm_vocab, tmp_path):
     from savedmodels.saving import save_servable
     pre = BertPreprocessor(minilm_vocab, seq_length=32)
     serve = tf.function(lambda text: pre(text), input_signature=[tf.TensorSpec([None], tf.string, name="text")])
     save_servable(str(tmp_path / "sm"), {"serving_default": serve.get_concrete_function()})
     want = pre(tf.constant(list(PAIRS[1])))["input_word_ids"].numpy().tolist()
-    got = _run(SESSION_RUN % ("sm", "serving_default", {"text": list(PAIRS[1])}), tmp_path)
-    assert got.strip().splitlines()[-1] == str(want)
+    got = run_signatures([{"path": str(tmp_path / "sm"), "signature": "serving_default",
+                           "inputs": {"text": list(PAIRS[1])}}])                  # TF Serving's load path
+    assert got[0]["input_word_ids"] == want
     assert unsupported_ops(saved_model_op_types(str(tmp_path / "sm"))) == set()
 
 
@@ -169,8 +159,8 @@ def test_export_archive_serves_in_a_process_without_bert_keras(minilm_vocab, tmp
     archive.write_out(str(tmp_path / "archive"))
     a, b = [PAIRS[1][0], "x"], [PAIRS[1][1], "y z"]
     want = pre((tf.constant(a), tf.constant(b)))["input_word_ids"].numpy().tolist()
-    got = _run(SESSION_RUN % ("archive", "serve", {"a": a, "b": b}), tmp_path)
-    assert got.strip().splitlines()[-1] == str(want)
+    got = run_signatures([{"path": str(tmp_path / "archive"), "signature": "serve", "inputs": {"a": a, "b": b}}])
+    assert got[0]["input_word_ids"] == want
     assert unsupported_ops(saved_model_op_types(str(tmp_path / "archive"))) == set()
 
 
