@@ -32,6 +32,7 @@ benchmark: $(STAMP)
 	$(PY) tools/benchmark_serving.py
 	$(PY) tools/benchmark_finetune.py
 	$(PY) tools/benchmark_pretraining_data.py
+	$(PY) tools/benchmark_resume.py --check
 
 wheel: $(STAMP)
 	rm -rf build dist/bert_keras-*.whl

@@ -3,22 +3,24 @@
 Both yield (x, y) with static shapes (TPUs):
   x: input_word_ids, input_mask, input_type_ids [B, S] int32; masked_lm_positions [B, P] int32
   y: masked_lm_ids [B, P] int32, masked_lm_weights [B, P] float32, next_sentence_labels [B] int32 (MLM+NSP only)
-Training order is a function of the seed alone (file order, interleave and shuffle are seeded and deterministic),
-so a resumed run that skips the batches already seen trains on exactly what an uninterrupted run would.
-`shard=(i, n)`: the i-th of n disjoint parts, for one of n input pipelines (training/input_pipelines.py): whole
-files when there are at least n, else every n-th record.
+Which records batch n holds is a function of (seed, n) alone (reading_order.py): `first_batch=n` starts there
+at once, reading none of the batches before it, so a resumed run trains on exactly what an uninterrupted run
+would. `shard=(i, n)`: the i-th of n disjoint parts (every n-th segment of 256 records), for one of n input
+pipelines (training/input_pipelines.py). `index_cache`: where the files' segment index is kept (.npz).
 """
 
 from __future__ import annotations
 
 import tensorflow as tf
 
+from bert_keras.pretraining.reading_order import SEGMENT, index_files, record_stream
 from bert_keras.pretraining.records import feature_spec
 
 
 def records_dataset(files: list[str], batch_size: int, max_seq_length: int, max_predictions_per_seq: int,
-                    training: bool = True, seed: int = 0, skip_batches: int = 0, nsp: bool = True,
-                    shuffle_buffer: int = 10_000, shard: tuple[int, int] = (0, 1)) -> tf.data.Dataset:
+                    training: bool = True, seed: int = 0, first_batch: int = 0, nsp: bool = True,
+                    shuffle_buffer: int = 10_000, shard: tuple[int, int] = (0, 1),
+                    index_cache: str | None = None) -> tf.data.Dataset:
     spec = feature_spec(max_seq_length, max_predictions_per_seq)
 
     def parse(records):
@@ -31,31 +33,22 @@ def records_dataset(files: list[str], batch_size: int, max_seq_length: int, max_
             y["next_sentence_labels"] = f["next_sentence_labels"][:, 0]
         return x, y
 
-    index, count = shard
-    by_file = count > 1 and len(files) >= count
-    files = files[index::count] if by_file else files
-    ds = tf.data.Dataset.from_tensor_slices(files)
-    if training:
-        ds = ds.shuffle(len(files), seed=seed).repeat()
-    ds = ds.interleave(tf.data.TFRecordDataset, cycle_length=min(4, len(files)), deterministic=True)
-    if count > 1 and not by_file:
-        ds = ds.shard(count, index)
-    if training:
-        ds = ds.shuffle(shuffle_buffer, seed=seed)
+    ds = _stream(files, "tfrecord", batch_size, first_batch, training, seed, shuffle_buffer, shard, index_cache)
     ds = ds.batch(batch_size, drop_remainder=training).map(parse, num_parallel_calls=tf.data.AUTOTUNE,
                                                            deterministic=True)
-    if skip_batches:
-        ds = ds.skip(skip_batches)
     return ds.prefetch(tf.data.AUTOTUNE)
 
 
 def dynamic_masking_dataset(files: list[str], preprocessor, batch_size: int, max_seq_length: int = 128,
                             max_predictions_per_seq: int = 20, masked_lm_prob: float = 0.15, seed: int = 0,
-                            skip_batches: int = 0, shard: tuple[int, int] = (0, 1)) -> tf.data.Dataset:
+                            first_batch: int = 0, shard: tuple[int, int] = (0, 1),
+                            index_cache: str | None = None) -> tf.data.Dataset:
     """MLM-only (RoBERTa-style) batches from plain text, masked afresh each time a line comes round: TF.Text's
     RandomItemSelector picks `masked_lm_prob` of the real tokens (never [CLS]/[SEP]/[PAD], at most
     `max_predictions_per_seq`), MaskValuesChooser makes them [MASK] 80%, random 10%, unchanged 10%.
-    Each non-empty line is one sequence: [CLS] tokens [SEP], cut to max_seq_length."""
+    Each non-empty line is one sequence: [CLS] tokens [SEP], cut to max_seq_length. The lines of batch n are
+    fixed by (seed, n) as for records; the masks are drawn by TF.Text's samplers from the op seeds, so after a
+    resume they are fresh draws, not the uninterrupted run's."""
     import tensorflow_text as text
     vocab = list(preprocessor.vocab)
     cls_id, sep_id, mask_id = (vocab.index(t) for t in ("[CLS]", "[SEP]", "[MASK]"))
@@ -77,10 +70,13 @@ def dynamic_masking_dataset(files: list[str], preprocessor, batch_size: int, max
              "input_type_ids": tf.cast(type_ids, tf.int32), "masked_lm_positions": tf.cast(positions, tf.int32)}
         return x, {"masked_lm_ids": tf.cast(labels, tf.int32), "masked_lm_weights": tf.cast(weights, tf.float32)}
 
-    ds = tf.data.TextLineDataset(files).map(tf.strings.strip).filter(lambda line: tf.strings.length(line) > 0)
-    if shard[1] > 1:
-        ds = ds.shard(shard[1], shard[0])
-    ds = ds.shuffle(10_000, seed=seed).repeat().batch(batch_size, drop_remainder=True).map(mask)
-    if skip_batches:
-        ds = ds.skip(skip_batches)
+    ds = _stream(files, "text", batch_size, first_batch, True, seed, 10_000, shard, index_cache)
+    ds = ds.map(tf.strings.strip).batch(batch_size, drop_remainder=True).map(mask)
     return ds.prefetch(tf.data.AUTOTUNE)
+
+
+def _stream(files, kind, batch_size, first_batch, training, seed, shuffle_buffer, shard, index_cache):
+    """The records of one pipeline from batch `first_batch` on; groups of ~`shuffle_buffer` records shuffled."""
+    segments = index_files(files, kind, index_cache)
+    window = max(1, -(-shuffle_buffer // SEGMENT))
+    return record_stream(segments, seed, shard[0], shard[1], window, training, first_record=first_batch * batch_size)

@@ -4,9 +4,9 @@ Keras runs the loop; an "epoch" here is one checkpoint interval (`save_every` st
 TensorBoard logs and the checkpoints share one clock. A checkpoint is `checkpoint/model.weights.h5` (weights and
 optimizer state: moments and step counter) plus `checkpoint/state.json` ({"step"}), each written to a temporary
 name and renamed, the weights first, so a kill -9 at any moment leaves the previous complete checkpoint. On
-start, a checkpoint in `out` is restored and the data pipeline skips the batches already trained on; dropout's
-random stream is re-derived from (seed, interval) at every interval, so a resumed run computes exactly what an
-uninterrupted one does.
+start, a checkpoint in `out` is restored and the data pipeline starts at the next batch without reading the ones
+already trained on (pretraining/reading_order.py); dropout's random stream is re-derived from (seed, interval) at
+every interval, so a resumed run computes exactly what an uninterrupted one does.
 """
 
 from __future__ import annotations
@@ -125,15 +125,15 @@ def pretrain(config: PretrainConfig) -> dict:
         return {"history": [], "step": step, "out": out, "replicas": replicas}
 
     def make_dataset(shard: int, shards: int, batch_size: int):
-        """One input pipeline: its part of the data, per-replica batches, the batches it fed before `step`."""
-        skip = step * replicas // shards
+        """One input pipeline: its part of the data, per-replica batches, from the first batch it has not fed."""
+        where = dict(seed=config.seed, first_batch=step * replicas // shards, shard=(shard, shards),
+                     index_cache=os.path.join(out, "input_index.npz"))
         if config.records:
             ds = records_dataset(files, batch_size, config.max_seq_length, config.max_predictions_per_seq,
-                                 seed=config.seed, skip_batches=skip, nsp=config.nsp, shard=(shard, shards))
+                                 nsp=config.nsp, **where)
         else:
             ds = dynamic_masking_dataset(files, preprocessor, batch_size, config.max_seq_length,
-                                         config.max_predictions_per_seq, seed=config.seed, skip_batches=skip,
-                                         shard=(shard, shards))
+                                         config.max_predictions_per_seq, **where)
         return with_static_shapes(ds, batch_size)      # fixed by construction: let the TPU compile see it
     data = distributed_input(strategy, make_dataset, config.batch_size)
     callbacks = [checkpoint, keras.callbacks.TensorBoard(os.path.join(out, "logs"), update_freq=50),

@@ -1,5 +1,5 @@
 """One input pipeline per host: the parts the pipelines read are disjoint and together the whole data, for
-fine-tuning (examples) and pretraining (record files or records), also through the InputContexts of a real
+fine-tuning (examples) and pretraining (segments of records), also through the InputContexts of a real
 2-worker MultiWorkerMirroredStrategy cluster on loopback. (Both workers ending with equal weights is
 tests/pretraining/test_pretrain.py's two-worker test, which trains through the same pipelines.)"""
 
@@ -53,7 +53,7 @@ def records(minilm_vocab, tmp_path_factory):
     return sorted(str(p) for p in out.parent.iterdir())
 
 
-@pytest.mark.parametrize("shards", [2, 3])           # 2: by file (2 files); 3: by record
+@pytest.mark.parametrize("shards", [2, 3])           # every 2nd or 3rd segment of 256 records
 def test_pretraining_pipelines_split_the_records(records, shards):
     from bert_keras.pretraining.dataset import records_dataset
     read = lambda shard: _rows(records_dataset(records, 16, SEQ, PRED, training=False, shard=shard),  # noqa: E731

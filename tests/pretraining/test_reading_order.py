@@ -1,0 +1,116 @@
+"""The pretraining reading order: segments read back exactly what TensorFlow's own readers read; a pipeline started
+at batch n yields the uninterrupted stream's batches from n on, and gets there without reading the batches before
+it; each epoch holds every record once; pipelines' parts are disjoint and together the whole set."""
+
+import collections
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_keras.pretraining import reading_order
+from conftest import FIXTURES
+
+SEQ, PRED = 64, 10
+
+
+@pytest.fixture(scope="module")
+def records(minilm_vocab, tmp_path_factory):
+    from bert_keras.preprocessing import BertPreprocessor
+    from bert_keras.pretraining import MaskingConfig, create_pretraining_data
+    out = tmp_path_factory.mktemp("records") / "corpus"
+    create_pretraining_data([str(FIXTURES / "pretraining_corpus.txt")], BertPreprocessor(minilm_vocab), str(out), 3,
+                            MaskingConfig(max_seq_length=SEQ, max_predictions_per_seq=PRED, dupe_factor=2), seed=1)
+    return sorted(str(p) for p in out.parent.iterdir())
+
+
+@pytest.fixture(autouse=True)
+def small_segments(monkeypatch):
+    monkeypatch.setattr(reading_order, "SEGMENT", 7)          # many segments, ragged ends, from a small corpus
+
+
+def test_segments_read_what_tfrecord_dataset_reads(records):
+    segments = reading_order.index_files(records, "tfrecord")
+    ours = [r for s in range(len(segments.count)) for r in segments.read(s)]
+    assert ours == [r.numpy() for r in tf.data.TFRecordDataset(records)]
+    assert len(segments.count) > 20 and set(segments.count[:-1]) >= {7} and 0 < segments.count.min()
+
+
+def test_text_segments_read_what_text_line_dataset_keeps(tmp_path):
+    text = tmp_path / "corpus.txt"
+    text.write_bytes(b"\n\n".join(l for l in (FIXTURES / "pretraining_corpus.txt").read_bytes().split(b"\n")[:90])
+                     + b"\n  \n\tlast line without newline")
+    segments = reading_order.index_files([str(text)], "text")
+    ours = [r.strip() for s in range(len(segments.count)) for r in segments.read(s)]
+    reference = tf.data.TextLineDataset(str(text)).map(tf.strings.strip).filter(lambda l: tf.strings.length(l) > 0)
+    assert ours == [l.numpy() for l in reference] and len(ours) > 40
+
+
+def _batches(files, first_batch=0, count=10, shard=(0, 1), seed=3):
+    from bert_keras.pretraining.dataset import records_dataset
+    ds = records_dataset(files, 8, SEQ, PRED, seed=seed, first_batch=first_batch, shuffle_buffer=20, shard=shard)
+    return [np.concatenate([x["input_word_ids"], x["masked_lm_positions"]], axis=1) for x, _ in ds.take(count)]
+
+
+@pytest.mark.parametrize("shard", [(0, 1), (1, 3)])
+def test_starting_at_batch_n_is_the_uninterrupted_stream_from_n(records, shard):
+    total = sum(1 for _ in tf.data.TFRecordDataset(records))
+    whole = _batches(records, count=3 * total // 8 + 5, shard=shard)                 # three epochs and more
+    for n in (1, 17, total // 8, len(whole) - 5):                  # inside, across group and epoch boundaries
+        np.testing.assert_array_equal(np.stack(_batches(records, n, 5, shard)), np.stack(whole[n:n + 5]))
+
+
+def test_resume_reads_only_the_group_it_starts_in(records, monkeypatch):
+    """Batch 10,000 (dozens of epochs in): the segments read before it arrives are a handful, not 10,000 batches'."""
+    reads = collections.Counter()
+    read = reading_order.Segments.read
+    monkeypatch.setattr(reading_order.Segments, "read", lambda self, s: reads.update([s]) or read(self, s))
+    from bert_keras.pretraining.dataset import records_dataset
+    ds = records_dataset(records, 8, SEQ, PRED, seed=3, first_batch=10_000, shuffle_buffer=20)
+    next(iter(ds))
+    segments = reading_order.index_files(records, "tfrecord")
+    assert 10_000 * 8 > 50 * segments.count.sum()                  # the resume point is 50+ epochs in
+    assert sum(reads.values()) <= 12 * 3                           # a few groups of 3 segments (prefetch included)
+
+
+def test_each_epoch_holds_every_record_once_and_epochs_differ(records):
+    segments = reading_order.index_files(records, "tfrecord")
+    total = int(segments.count.sum())
+    stream = reading_order.record_stream(segments, seed=5, shard=0, shards=1, window=3, training=True)
+    epochs = [list(e) for e in np.array(list(stream.take(3 * total).as_numpy_iterator()), object).reshape(3, total)]
+    everything = sorted(r.numpy() for r in tf.data.TFRecordDataset(records))
+    assert all(sorted(e) == everything for e in epochs)
+    assert epochs[0] != epochs[1] != epochs[2] and epochs[0] != sorted(epochs[0])
+
+
+@pytest.mark.parametrize("shards", [2, 3])
+def test_pipelines_split_each_epoch(records, shards):
+    segments = reading_order.index_files(records, "tfrecord")
+    parts = [list(reading_order.record_stream(segments, 5, i, shards, 3, training=False).as_numpy_iterator())
+             for i in range(shards)]
+    everything = collections.Counter(r.numpy() for r in tf.data.TFRecordDataset(records))
+    assert sum((collections.Counter(p) for p in parts), collections.Counter()) == everything
+    assert all(len(p) > 0 for p in parts)
+
+
+def test_index_is_cached_and_a_changed_file_is_reindexed_or_named(records, tmp_path):
+    cache = tmp_path / "index.npz"
+    first = reading_order.index_files(records, "tfrecord", str(cache))
+    assert cache.exists()
+    np.testing.assert_array_equal(reading_order.index_files(records, "tfrecord", str(cache)).start, first.start)
+    copy = tmp_path / "copy.tfrecord"
+    copy.write_bytes(open(records[0], "rb").read())
+    segments = reading_order.index_files([str(copy)], "tfrecord")
+    data = copy.read_bytes()
+    copy.write_bytes(data[len(data) // 2:] + data[:len(data) // 2])        # same size, other bytes
+    with pytest.raises(ValueError, match="copy.tfrecord changed since it was indexed"):
+        segments.read(len(segments.count) - 1)
+    copy.write_bytes(data[:-10])
+    with pytest.raises(ValueError, match="copy.tfrecord: truncated TFRecord file"):
+        reading_order.index_files([str(copy)], "tfrecord")
+
+
+def test_more_pipelines_than_segments_split_by_record(records, monkeypatch):
+    monkeypatch.setattr(reading_order, "SEGMENT", 10_000)          # one segment per file, three files
+    test_pipelines_split_each_epoch(records, 5)
+    test_starting_at_batch_n_is_the_uninterrupted_stream_from_n(records, (3, 5))
