@@ -17,8 +17,9 @@ from bert_keras.checkpoints import load_checkpoint, read_checkpoint, save_google
 from bert_keras.preprocessing import BertPreprocessor  # noqa: E402
 from bert_keras.zoo import from_preset  # noqa: E402
 import bert_keras.tasks  # noqa: E402,F401  (registers the task models and the optimizer schedule for load_model)
+from bert_keras.tasks import load_task_model  # noqa: E402
 import bert_keras.training  # noqa: E402,F401
 
-__all__ = ["BertConfig", "BertEncoder", "BertPreprocessor", "PRESETS", "from_preset", "load_checkpoint", "preset_config", "read_checkpoint",
+__all__ = ["BertConfig", "BertEncoder", "BertPreprocessor", "PRESETS", "from_preset", "load_checkpoint", "load_task_model", "preset_config", "read_checkpoint",
            "save_google_checkpoint"]
 __version__ = "0.1.0"

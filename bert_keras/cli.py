@@ -144,8 +144,8 @@ def cmd_finetune(args) -> None:
     except (FileNotFoundError, ValueError, DataFormatError) as e:
         raise CommandError(str(e)) from None
     print(f"final: {json.dumps(result['metrics'])}")
-    print(f"wrote {os.path.join(args.out, 'model.keras')} (the task model), metrics.json, training_curves.png, "
-          f"TensorBoard logs in {os.path.join(args.out, 'logs')}")
+    print(f"wrote {os.path.join(args.out, 'model.keras')} (the task model; takes raw text), metrics.json, "
+          f"training_curves.png, TensorBoard logs in {os.path.join(args.out, 'logs')}")
 
 
 def cmd_pretraining_data(args) -> None:
@@ -189,15 +189,16 @@ def cmd_pretrain(args) -> None:
 
 
 def cmd_export(args) -> None:
-    from savedmodels.export import export_task_model, load_trained, numeric_versions, write_models_config
+    from bert_keras.tasks import load_task_model
+    from savedmodels.export import export_task_model, numeric_versions, write_models_config
     try:
-        model, preprocessor, info = load_trained(args.model)
-        path = export_task_model(model, preprocessor, args.base_path, args.name, args.version, info)
-    except (FileNotFoundError, FileExistsError, TypeError) as e:
+        model = load_task_model(args.model)
+        path = export_task_model(model, args.base_path, args.name, args.version)
+    except (FileNotFoundError, FileExistsError, TypeError, ValueError) as e:
         raise CommandError(str(e)) from None
     names = sorted(d for d in os.listdir(args.base_path) if numeric_versions(os.path.join(args.base_path, d)))
     config = write_models_config(args.base_path, names)
-    print(f"wrote {path} (SavedModel, {info.get('task', 'task')} signatures; the op check passed for stock TF "
+    print(f"wrote {path} (SavedModel, {type(model).__name__} signatures; the op check passed for stock TF "
           f"Serving >= 2.12)")
     print(f"wrote {os.path.join(args.base_path, args.name, 'model.keras')} (for keras.models.load_model)")
     print(f"wrote {config} (models: {', '.join(names)})")
@@ -374,7 +375,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_pretrain)
 
     p = sub.add_parser("export", help="write a fine-tuned model as a TF Serving SavedModel (raw-text signatures)")
-    p.add_argument("--model", required=True, help="a `bert-keras finetune --out` folder")
+    p.add_argument("--model", required=True, help="the fine-tuned model.keras (or the `bert-keras finetune --out` "
+                   "folder holding it)")
     p.add_argument("--base-path", required=True, help="TF Serving model base folder (holds <name>/<version>/)")
     p.add_argument("--name", required=True, help="model name in TF Serving")
     p.add_argument("--version", type=int, help="version number (default: the next free one)")

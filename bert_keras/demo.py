@@ -41,7 +41,8 @@ def run_demo(out: str | None = None, sentences: list[str] | None = None, epochs:
     """Runs the journey; returns {"run": folder, "metrics": dev metrics, "predictions": [(text, label, p)]}."""
     from bert_keras.finetune import FinetuneConfig, finetune
     from savedmodels.client import ServingClient
-    from savedmodels.export import export_task_model, load_trained, write_models_config
+    from bert_keras.tasks import load_task_model
+    from savedmodels.export import export_task_model, write_models_config
     from savedmodels.local_server import start_server
 
     run = out or os.path.join("bert_keras_demo", time.strftime("run-%Y%m%d-%H%M%S"))
@@ -62,8 +63,8 @@ def run_demo(out: str | None = None, sentences: list[str] | None = None, epochs:
     step(f"dev accuracy on 200 SST-2 dev sentences: {result['metrics']['accuracy']:.3f} (chance 0.52)")
 
     serving = os.path.join(run, "serving")
-    model, preprocessor, info = load_trained(trained)
-    version = export_task_model(model, preprocessor, serving, MODEL_NAME, task_info=info)
+    model = load_task_model(os.path.join(trained, "model.keras"))
+    version = export_task_model(model, serving, MODEL_NAME)
     config = write_models_config(serving, [MODEL_NAME])
     step(f"exported {version} (SavedModel: raw text in; signatures serving_default, classify, from_ids)")
 

@@ -1,6 +1,8 @@
 """Write a trained task model as a TF Serving model: `<base>/<name>/<version>/` plus `<base>/<name>/model.keras`.
 
-    export_task_model(model, preprocessor, "serving", "sst2", task_info={"segments": 1})
+    export_task_model(keras.models.load_model("runs/sst2/model.keras"), "serving", "sst2")
+
+The model carries all it needs: its preprocessor (vocab, casing, lengths), label names, segments, answer rules.
 
 - The version folder is written under a temporary name and renamed into place, so TF Serving (which polls the
   base path) never loads a half-written version.
@@ -25,20 +27,17 @@ from savedmodels.method_names import set_method_names
 from savedmodels.saving import save_servable
 
 
-def task_signatures(model, preprocessor, task_info: dict | None = None) -> list:
+def task_signatures(model) -> list:
     from bert_keras.tasks import BertClassifier, BertMultipleChoice, BertSpanLabeler, BertTagger
-    info = dict(task_info or {})
+    model.require_preprocessor() if hasattr(model, "require_preprocessor") else None
     if isinstance(model, BertClassifier):
-        return sig.classification(model, preprocessor, info.get("segments", 1))
+        return sig.classification(model)
     if isinstance(model, BertSpanLabeler):
-        keys = ("doc_stride", "max_query_length", "n_best_size", "max_answer_length", "version_2",
-                "null_score_diff_threshold")
-        return sig.span(model, preprocessor, **{k: info[k] for k in keys if k in info})
+        return sig.span(model)
     if isinstance(model, BertMultipleChoice):
-        return sig.multiple_choice(model, preprocessor)
+        return sig.multiple_choice(model)
     if isinstance(model, BertTagger):
-        from bert_keras.data import CONLL2003_LABELS
-        return sig.tagging(model, preprocessor, info.get("labels", CONLL2003_LABELS))
+        return sig.tagging(model)
     raise TypeError(f"cannot export {type(model).__name__}: expected a bert_keras task model "
                     "(BertClassifier, BertSpanLabeler, BertMultipleChoice, BertTagger)")
 
@@ -71,8 +70,8 @@ def _warmup_records(path: str, model_name: str, signatures: list) -> None:
             writer.write(log.SerializeToString())
 
 
-def export_task_model(model, preprocessor, base_path: str, model_name: str, version: int | None = None,
-                      task_info: dict | None = None, keras_file: bool = True) -> str:
+def export_task_model(model, base_path: str, model_name: str, version: int | None = None,
+                      keras_file: bool = True) -> str:
     """Writes the version folder (and model.keras beside it); returns the version folder's path."""
     model_dir = os.path.join(base_path, model_name)
     os.makedirs(model_dir, exist_ok=True)
@@ -80,7 +79,7 @@ def export_task_model(model, preprocessor, base_path: str, model_name: str, vers
     final = os.path.join(model_dir, str(version))
     if os.path.exists(final):
         raise FileExistsError(f"{final} exists: TF Serving versions are immutable, choose another --version")
-    signatures = task_signatures(model, preprocessor, task_info)
+    signatures = task_signatures(model)
     functions = {s.name: tf.function(s.function, input_signature=s.specs).get_concrete_function()
                  for s in signatures}
     methods = {s.name: s.method for s in signatures if s.method != sig.PREDICT}
@@ -106,25 +105,3 @@ def write_models_config(base_path: str, model_names: list[str], container_base: 
     with atomic_file(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
         f.write("model_config_list {\n" + entries + "}\n")
     return path
-
-
-def load_trained(folder: str):
-    """(task model, preprocessor, task_info) from a `bert-keras finetune --out` folder."""
-    import json
-
-    import keras
-
-    import bert_keras  # noqa: F401  (registers the classes for load_model)
-    from bert_keras.preprocessing import BertPreprocessor
-    missing = [f for f in ("model.keras", "vocab.txt", "preprocessing.json") if not os.path.exists(
-        os.path.join(folder, f))]
-    if missing:
-        raise FileNotFoundError(f"{folder} is not a `bert-keras finetune` output folder: missing {', '.join(missing)}")
-    model = keras.models.load_model(os.path.join(folder, "model.keras"))
-    with open(os.path.join(folder, "preprocessing.json"), encoding="utf-8") as f:
-        preprocessor = BertPreprocessor(os.path.join(folder, "vocab.txt"), **json.load(f))
-    info = {}
-    if os.path.exists(os.path.join(folder, "task.json")):
-        with open(os.path.join(folder, "task.json"), encoding="utf-8") as f:
-            info = json.load(f)
-    return model, preprocessor, info

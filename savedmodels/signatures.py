@@ -1,6 +1,8 @@
 """The serving signatures of each task kind: raw text in, answers out, all in-graph (TF core + TF.Text ops).
 
-Each builder returns a list of Signature(name, function, input specs, method name, warmup inputs). Inputs are
+Each builder wraps the task model's own `serve` (the decoding its classify/answer/choose/entities methods use)
+with the input checks a server needs, and returns a list of Signature(name, function, input specs, method name,
+warmup inputs). Inputs are
 [batch] string tensors (multiple choice: endings [batch, N]); `*_ids` signatures take the encoder's id dict for
 callers that tokenize themselves. Bad input never crashes the graph: empty and whitespace texts get a defined
 result ([CLS] [SEP] only), invalid UTF-8 reads as U+FFFD, a 1 MB text is truncated to the sequence length, and
@@ -46,103 +48,55 @@ def same_batch(*tensors, names):
         return [tf.identity(t) for t in tensors]
 
 
-def char_offsets(texts, byte_offsets):
-    """Byte offsets into each text [B, T] -> character offsets (UTF-8 code points), -1 stays -1."""
-    b = tf.shape(byte_offsets)[0]
-    rows = tf.repeat(texts, tf.shape(byte_offsets)[1])
-    flat = tf.reshape(byte_offsets, [-1])
-    chars = tf.strings.length(tf.strings.substr(rows, tf.zeros_like(flat), tf.maximum(flat, 0)), unit="UTF8_CHAR")
-    return tf.reshape(tf.where(flat >= 0, tf.cast(chars, tf.int64), -1), [b, -1])
+def classification(model) -> list[Signature]:
+    keys = ["text"] if model.get_config()["segments"] == 1 else ["text_a", "text_b"]
+    names = tf.constant(model.label_names)
 
-
-def classification(model, preprocessor, segments: int = 1) -> list[Signature]:
-    config = model.get_config()
-    regression = config["num_classes"] == 1
-    names = tf.constant(config.get("label_names") or [str(i) for i in range(config["num_classes"])])
-    keys = ["text"] if segments == 1 else ["text_a", "text_b"]
-
-    def scores(texts):
-        texts = same_batch(*texts, names=keys) if len(texts) > 1 else texts
-        logits = model(preprocessor(texts[0] if len(texts) == 1 else tuple(texts)), training=False)
-        return tf.cast(logits, tf.float32)
-
-    def outputs(logits):
-        if regression:
-            return {"logits": logits, "score": logits[:, 0]}
-        label_id = tf.argmax(logits, axis=-1)
-        return {"logits": logits, "probabilities": tf.nn.softmax(logits), "label_id": label_id,
-                "label": tf.gather(names, label_id)}
+    def serve(*texts):
+        return model.serve(*(same_batch(*texts, names=keys) if len(texts) > 1 else texts))
 
     def from_examples(serialized):
-        spec = {key: tf.io.FixedLenFeature([], tf.string) for key in keys}
-        features = tf.io.parse_example(serialized, spec)
-        return scores([features[k] for k in keys])
+        features = tf.io.parse_example(serialized, {key: tf.io.FixedLenFeature([], tf.string) for key in keys})
+        return model.serve(*(features[k] for k in keys))
 
-    warm = {k: WARMUP_TEXTS for k in keys}
     signatures = [
-        Signature("serving_default", lambda *t: outputs(scores(list(t))), [text(k) for k in keys], warmup=warm),
-        Signature("from_ids", lambda ids: outputs(tf.cast(model(ids, training=False), tf.float32)), [IDS]),
+        Signature("serving_default", serve, [text(k) for k in keys], warmup={k: WARMUP_TEXTS for k in keys}),
+        Signature("from_ids", lambda ids: model.decode(tf.cast(model(ids, training=False), tf.float32)), [IDS]),
     ]
-    if regression:
-        signatures.append(Signature("regress", lambda inputs: {"outputs": from_examples(inputs)[:, 0]}, [text("inputs")],
-                                    REGRESS))
+    if model.regression:
+        signatures.append(Signature("regress", lambda inputs: {"outputs": from_examples(inputs)["score"]},
+                                    [text("inputs")], REGRESS))
     else:
         def classify(inputs):
-            probabilities = tf.nn.softmax(from_examples(inputs))
+            probabilities = from_examples(inputs)["probabilities"]
             return {"classes": tf.tile(names[None], [tf.shape(probabilities)[0], 1]), "scores": probabilities}
         signatures.append(Signature("classify", classify, [text("inputs")], CLASSIFY))
     return signatures
 
 
-def span(model, preprocessor, **answer_args) -> list[Signature]:
-    from bert_keras.finetune.squad import SquadAnswerer
-    answerer = SquadAnswerer(model, preprocessor, **answer_args)
-
+def span(model) -> list[Signature]:
     def answer(question, context):
-        question, context = same_batch(question, context, names=["question", "context"])
-        out = answerer(question, context)
-        offsets = char_offsets(context, tf.stack([out["start"], out["end"]], 1))
-        return {"answer": out["answer"], "start": offsets[:, 0], "end": offsets[:, 1], "score": out["score"],
-                "null_score": out["null_score"], "start_logits": tf.cast(out["start_logits"], tf.float32),
-                "end_logits": tf.cast(out["end_logits"], tf.float32), "window_example": out["example_index"]}
+        return model.serve(*same_batch(question, context, names=["question", "context"]))
 
-    s = Signature("serving_default", answer, [text("question"), text("context")], warmup={
-        "question": ["Who wrote it?", ""], "context": ["It was written by Ann Smith in 1990.", ""]})
-    return [s]
+    return [Signature("serving_default", answer, [text("question"), text("context")], warmup={
+        "question": ["Who wrote it?", ""], "context": ["It was written by Ann Smith in 1990.", ""]})]
 
 
-def multiple_choice(model, preprocessor) -> list[Signature]:
+def multiple_choice(model) -> list[Signature]:
     def choose(context, endings):
         context, endings = same_batch(context, endings, names=["context", "endings"])
         check = tf.debugging.assert_positive(tf.shape(endings)[1], message="endings must hold at least one "
                                              "ending per context ([batch, N] with N >= 1)")
         with tf.control_dependencies([check]):
-            contexts = tf.tile(context[:, None], [1, tf.shape(endings)[1]])
-        logits = tf.cast(model(preprocessor((contexts, endings)), training=False), tf.float32)
-        return {"logits": logits, "probabilities": tf.nn.softmax(logits), "prediction": tf.argmax(logits, -1)}
+            endings = tf.identity(endings)
+        return model.serve(context, endings)
 
-    s = Signature("serving_default", choose, [text("context"), tf.TensorSpec([None, None], tf.string, name="endings")], warmup={
-        "context": ["A man sits at a piano."], "endings": [["He plays a song.", "He eats the piano."]]})
-    return [s]
+    return [Signature("serving_default", choose,
+                      [text("context"), tf.TensorSpec([None, None], tf.string, name="endings")],
+                      warmup={"context": ["A man sits at a piano."],
+                              "endings": [["He plays a song.", "He eats the piano."]]})]
 
 
-def tagging(model, preprocessor, labels) -> list[Signature]:
-    vocab = tf.constant(preprocessor.vocab)
-    names = tf.constant(list(labels))
-
-    def tag(texts):
-        ids, starts, ends = preprocessor.tokenize_with_offsets(texts)
-        x = preprocessor.pack([ids])
-        budget = tf.shape(x["input_word_ids"])[1] - 2
-        ids, starts, ends = ids[:, :budget], starts[:, :budget], ends[:, :budget]
-        best = tf.argmax(model(x, training=False), axis=-1)[:, 1:]                  # drop [CLS]
-        dense = lambda r, fill: r.to_tensor(fill)                                   # noqa: E731
-        n = tf.shape(dense(ids, 0))[1]
-        mask = tf.sequence_mask(ids.row_lengths(), n)
-        return {"tokens": tf.where(mask, tf.gather(vocab, dense(ids, 0)), ""),
-                "labels": tf.where(mask, tf.gather(names, best[:, :n]), ""),
-                "start": char_offsets(texts, dense(starts, -1)), "end": char_offsets(texts, dense(ends, -1)),
-                "token_mask": tf.cast(mask, tf.int32)}
-
-    s = Signature("serving_default", tag, [text("text")], warmup={"text": ["Angela Merkel visited Paris ."]})
-    return [s]
+def tagging(model) -> list[Signature]:
+    return [Signature("serving_default", model.serve, [text("text")],
+                      warmup={"text": ["Angela Merkel visited Paris ."]})]

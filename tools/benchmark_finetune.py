@@ -120,17 +120,17 @@ def sst2_epochs(c: dict, path: str, examples: int, seq_length: int | None, vocab
     import numpy as np
 
     from bert_keras import BertConfig, BertEncoder, BertPreprocessor
-    from bert_keras.finetune.base import get_task
+    from bert_keras.finetune.registry import get_task
     from bert_keras.tasks import BertClassifier
     from bert_keras.training import create_optimizer
     keras.utils.set_random_seed(0)
     task = get_task("sst-2")
     train = task.read(path)[:examples]
     preprocessor = BertPreprocessor(vocab, lower_case=True, seq_length=seq_length)
-    ds = task.dataset(train, preprocessor, BATCH, training=True, seed=0)
+    model = BertClassifier(BertEncoder(BertConfig(**c)), num_classes=2, preprocessor=preprocessor)
+    ds = task.dataset(train, model, BATCH, training=True, seed=0)
     steps = int(ds.cardinality())
     padded = [int(x["input_word_ids"].shape[1]) for x, _ in ds]
-    model = BertClassifier(BertEncoder(BertConfig(**c)), num_classes=2)
     model.compile(optimizer=create_optimizer(5e-5, 2 * steps), jit_compile=jit, **task.compile_args())
     times = []
     for _ in range(2):

@@ -103,14 +103,14 @@ def build(model_folder: str | None):
     from bert_keras.demo import minilm_folder
     from bert_keras.finetune.trainer import load_backbone
     from bert_keras.tasks import BertClassifier
-    from savedmodels.export import load_trained
+    from bert_keras.tasks import load_task_model
     if model_folder:
-        model, pre, _ = load_trained(model_folder)
-        return model, pre, None
+        model = load_task_model(model_folder)
+        return model, model.preprocessor, None
     folder = minilm_folder()
     encoder, pre = load_backbone(folder)
     keras.utils.set_random_seed(0)
-    model = BertClassifier(encoder, num_classes=2, label_names=["0", "1"])
+    model = BertClassifier(encoder, num_classes=2, label_names=["0", "1"], preprocessor=pre)
     model(pre(["warm"]))
     return model, pre, folder
 
@@ -194,8 +194,8 @@ def main(argv=None) -> None:
     threads = tf.config.threading.get_intra_op_parallelism_threads() or os.cpu_count()
     fixed = BertPreprocessor.from_config({**pre.get_config(), "seq_length": 128, "name": "fixed128"})
     work = tempfile.mkdtemp(prefix="benchmark_serving_")
-    ours_path = export_task_model(model, pre, work, "ours", keras_file=False)
-    fixed_path = export_task_model(model, fixed, work, "fixed128", keras_file=False)
+    ours_path = export_task_model(model, work, "ours", keras_file=False)
+    fixed_path = export_task_model(model.with_preprocessor(fixed), work, "fixed128", keras_file=False)
     exports = [("ours", ours_path), ("fixed128", fixed_path)]
     garden_path = garden_export(model, fixed, work)
     if garden_path:

@@ -10,12 +10,11 @@ import keras
 import numpy as np
 
 from bert_keras.data import read_glue
-from bert_keras.finetune.base import Task, batched_texts, register
+from bert_keras.finetune.base import Task
 from bert_keras.metrics.glue import glue_metric_names, glue_metrics
 from bert_keras.tasks import BertClassifier
 
 
-@register("cola", "sst-2", "sst2", "mrpc", "qqp", "mnli", "qnli", "rte", "wnli", "sts-b", "stsb")
 class ClassificationTask(Task):
     default_files = ("train.tsv", "dev.tsv")
 
@@ -27,25 +26,21 @@ class ClassificationTask(Task):
 
     def read(self, path):
         examples, self.label_names = read_glue(self.name, path)
-        self.segments = 1 if not examples or examples[0].text_b is None else 2
         return examples
 
-    def export_args(self):
-        return {"segments": self.segments}
-
-    def build_model(self, encoder, examples):
+    def build_model(self, encoder, preprocessor, examples):
+        segments = 1 if not examples or examples[0].text_b is None else 2
         if self.regression:
-            return BertClassifier(encoder, num_classes=1)
-        return BertClassifier(encoder, num_classes=len(self.label_names), label_names=self.label_names)
+            return BertClassifier(encoder, num_classes=1, preprocessor=preprocessor, segments=segments)
+        return BertClassifier(encoder, num_classes=len(self.label_names), label_names=self.label_names,
+                              preprocessor=preprocessor, segments=segments)
 
-    def _columns(self, examples):
+    def inputs(self, examples):
         a = [e.text_a for e in examples]
-        return (a,) if examples[0].text_b is None else (a, [e.text_b for e in examples])
-
-    def dataset(self, examples, preprocessor, batch_size, training, seed=0):
-        labels = np.array([e.label if e.label is not None else -1 for e in examples],
-                          "float32" if self.regression else "int32")
-        return batched_texts(self._columns(examples), labels, batch_size, training, seed, preprocessor)
+        x = a if examples[0].text_b is None else (a, [e.text_b for e in examples])
+        y = np.array([e.label if e.label is not None else -1 for e in examples],
+                     "float32" if self.regression else "int32")
+        return x, y
 
     def compile_args(self):
         if self.regression:
@@ -53,12 +48,7 @@ class ClassificationTask(Task):
         return {"loss": keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                 "metrics": [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]}
 
-    def predict(self, model, examples, preprocessor, batch_size):
-        """Logits [N, classes] for `examples`, in order."""
-        return model.predict(self.dataset(examples, preprocessor, batch_size, training=False).map(lambda x, y: x),
-                             verbose=0)
-
-    def evaluate(self, model, examples, preprocessor, batch_size):
-        logits = self.predict(model, examples, preprocessor, batch_size)
+    def evaluate(self, model, examples, batch_size):
+        logits = model.predict(self.inputs(examples)[0], batch_size=batch_size, verbose=0)
         predictions = logits[:, 0] if self.regression else logits.argmax(-1)
         return glue_metrics(self.name, [e.label for e in examples], predictions)

@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import keras
 import numpy as np
-import tensorflow as tf
 
 from bert_keras.data import read_choice_jsonl, read_swag
-from bert_keras.finetune.base import Task, register
+from bert_keras.finetune.base import Task
 from bert_keras.metrics.glue import accuracy
 from bert_keras.tasks import BertMultipleChoice
 
 
-@register("swag", "openbookqa", "arc", "commonsenseqa", "multiple_choice")
 class MultipleChoiceTask(Task):
     metric_name = "accuracy"
     default_files = {"swag": ("train.csv", "val.csv"), "openbookqa": ("train.jsonl", "dev.jsonl"),
@@ -31,25 +29,18 @@ class MultipleChoiceTask(Task):
                              "keep one count per file (read_choice_jsonl(path, num_choices=N) filters)")
         return examples
 
-    def build_model(self, encoder, examples):
-        return BertMultipleChoice(encoder)
+    def build_model(self, encoder, preprocessor, examples):
+        return BertMultipleChoice(encoder, preprocessor=preprocessor)
 
-    def dataset(self, examples, preprocessor, batch_size, training, seed=0):
-        contexts = np.array([[e.context] * len(e.endings) for e in examples], object)
-        endings = np.array([list(e.endings) for e in examples], object)
-        labels = np.array([e.label if e.label is not None else -1 for e in examples], "int32")
-        ds = tf.data.Dataset.from_tensor_slices(((contexts.astype(str), endings.astype(str)), labels))
-        if training:
-            ds = ds.shuffle(len(examples), seed=seed, reshuffle_each_iteration=True)
-        ds = ds.batch(batch_size, drop_remainder=training)
-        ds = ds.map(lambda x, y: (preprocessor(x), y), num_parallel_calls=tf.data.AUTOTUNE)
-        return ds.prefetch(tf.data.AUTOTUNE)
+    def inputs(self, examples):
+        x = (np.array([e.context for e in examples], object).astype(str),
+             np.array([list(e.endings) for e in examples], object).astype(str))
+        return x, np.array([e.label if e.label is not None else -1 for e in examples], "int32")
 
     def compile_args(self):
         return {"loss": keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                 "metrics": [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]}
 
-    def evaluate(self, model, examples, preprocessor, batch_size):
-        logits = model.predict(self.dataset(examples, preprocessor, batch_size, False).map(lambda x, y: x),
-                               verbose=0)
+    def evaluate(self, model, examples, batch_size):
+        logits = model.predict(self.inputs(examples)[0], batch_size=batch_size, verbose=0)
         return {"accuracy": accuracy([e.label for e in examples], logits.argmax(-1))}

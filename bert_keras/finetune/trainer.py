@@ -3,10 +3,9 @@
 BERT's recipe as defaults (AdamW, no decay on LayerNorm and bias, 10% linear warmup then linear decay, lr 3e-5,
 batch 32, 3 epochs, dropout 0.1). Under a tf.distribute strategy (TPU: preprocessing stays in tf.data on the host).
 The output folder holds, when it finishes:
-  model.keras         the task model (ids in), `keras.models.load_model` reopens it
-  vocab.txt, preprocessing.json   what BertPreprocessor needs to feed it raw text (casing, lengths)
-  task.json           the task and what its export needs (segments, SQuAD's stride and answer rules)
-  metrics.json        the official metric after each epoch, and the final one
+  model.keras         the task model with its preprocessor (vocab, casing, lengths), label names and answer
+                      rules: `keras.models.load_model` reopens it and it takes raw text; export works from it alone
+  metrics.json        the official metric after each epoch, and the final one (a report, not needed to load)
   logs/               TensorBoard (per-step loss and learning rate, per-epoch metric)
   training_curves.png loss per step and the metric per epoch
   backup/             Keras BackupAndRestore state while training: a rerun of the same command resumes there
@@ -22,7 +21,6 @@ import tensorflow as tf
 
 from bert_keras.atomic import atomic_file, write_json
 from bert_keras.training.input_pipelines import distributed_input
-from bert_keras.training.static_shapes import with_static_shapes
 
 
 @dataclasses.dataclass
@@ -73,6 +71,10 @@ def load_backbone(source: str, vocab: str | None = None, lower_case: bool | None
         model = keras.models.load_model(source)
         encoder = getattr(model, "encoder", model)
         folder = os.path.dirname(source)
+        own = getattr(model, "preprocessor", None)          # a task model's vocab and casing travel with it
+        if own is not None and vocab is None:
+            lower_case = own.lower_case if lower_case is None else lower_case
+            return encoder, BertPreprocessor(own.vocab, lower_case=lower_case, **preprocessor_args)
     elif os.path.exists(source) or os.path.exists(source + ".index"):
         from bert_keras.checkpoints import load_checkpoint
         _, encoder = load_checkpoint(source)
@@ -110,13 +112,13 @@ def _files(config: FinetuneConfig, task) -> tuple[str, str | None]:
 class EpochEvaluation(keras.callbacks.Callback):
     """The task's official metric on the evaluation set after every epoch, into the logs and metrics.json."""
 
-    def __init__(self, task, examples, preprocessor, batch_size, out):
+    def __init__(self, task, examples, batch_size, out):
         super().__init__()
-        self.task, self.examples, self.preprocessor = task, examples, preprocessor
+        self.task, self.examples = task, examples
         self.batch_size, self.out, self.history = batch_size, out, []
 
     def on_epoch_end(self, epoch, logs=None):
-        scores = self.task.evaluate(self.model, self.examples, self.preprocessor, self.batch_size)
+        scores = self.task.evaluate(self.model, self.examples, self.batch_size)
         self.history.append({"epoch": epoch + 1, **scores})
         if hasattr(self.task, "write_predictions"):             # SQuAD: predictions.json for the official script
             self.task.write_predictions(self.out)
@@ -164,22 +166,19 @@ class TrainingCurves(keras.callbacks.Callback):
         plt.close(fig)
 
 
-def training_input(task, train: list, preprocessor, config: FinetuneConfig, shard: int = 0, shards: int = 1,
+def training_input(task, train: list, model, config: FinetuneConfig, shard: int = 0, shards: int = 1,
                    batch_size: int | None = None) -> tf.data.Dataset:
     """One input pipeline's training batches, repeated: examples shard, shard + shards, ... (disjoint parts for
-    the hosts of a multi-worker job or a pod), in batches of `batch_size` (per replica), shapes pinned when the
-    sequence length is fixed (a TPU compile needs to see them)."""
+    the hosts of a multi-worker job or a pod), in batches of `batch_size` (per replica); with a fixed sequence
+    length the model's text_dataset pins every shape (a TPU compile needs to see them)."""
     batch_size = batch_size or config.batch_size
-    ds = task.dataset(train[shard::shards], preprocessor, batch_size, training=True, seed=config.seed)
-    if config.seq_length:
-        ds = with_static_shapes(ds, batch_size)
-    return ds.repeat()
+    return task.dataset(train[shard::shards], model, batch_size, training=True, seed=config.seed).repeat()
 
 
 def finetune(config: FinetuneConfig) -> dict:
     """Train, evaluate and save; returns {"metrics": final scores, "history": per epoch, "loss": per epoch,
     "out": folder, "model": the trained task model}."""
-    from bert_keras.finetune.base import get_task
+    from bert_keras.finetune.registry import get_task
     from bert_keras.training import create_optimizer, create_strategy
     task = get_task(config.task, **config.task_args)
     train_file, eval_file = _files(config, task)
@@ -196,11 +195,11 @@ def finetune(config: FinetuneConfig) -> dict:
     with strategy.scope():
         encoder, preprocessor = load_backbone(config.model, config.vocab, config.lower_case,
                                               seq_length=config.seq_length, max_seq_length=config.max_seq_length)
-        model = task.build_model(encoder, train)
-        train_ds = task.dataset(train, preprocessor, config.batch_size, training=True, seed=config.seed)
+        model = task.build_model(encoder, preprocessor, train)
+        train_ds = task.dataset(train, model, config.batch_size, training=True, seed=config.seed)
         steps_per_epoch = int(train_ds.cardinality())
         if steps_per_epoch < 0:            # windows (SQuAD) are counted by one pass over the data
-            steps_per_epoch = sum(1 for _ in task.dataset(train, preprocessor, config.batch_size, True, config.seed))
+            steps_per_epoch = sum(1 for _ in task.dataset(train, model, config.batch_size, True, config.seed))
         total_steps = max(1, int(steps_per_epoch * config.epochs))
         optimizer = create_optimizer(config.learning_rate, total_steps, warmup_proportion=config.warmup_proportion,
                                      weight_decay=config.weight_decay)
@@ -210,32 +209,29 @@ def finetune(config: FinetuneConfig) -> dict:
                  keras.callbacks.TensorBoard(os.path.join(config.out, "logs"), update_freq=50)]
     evaluator = None
     if evaluation:
-        evaluator = EpochEvaluation(task, evaluation, preprocessor, config.eval_batch_size, config.out)
+        evaluator = EpochEvaluation(task, evaluation, config.eval_batch_size, config.out)
         callbacks.append(evaluator)
     callbacks.append(TrainingCurves(os.path.join(config.out, "training_curves.png"),
                                     task.metric_name if evaluation else None))
     epochs = max(1, int(-(-config.epochs // 1)))
     train_input = distributed_input(strategy, lambda shard, shards, batch_size: training_input(
-        task, train, preprocessor, config, shard, shards, batch_size), config.batch_size)
+        task, train, model, config, shard, shards, batch_size), config.batch_size)
     fit = model.fit(train_input, epochs=epochs, steps_per_epoch=min(steps_per_epoch, total_steps),
               callbacks=callbacks, verbose=1 if config.progress else 2)
     history = evaluator.history if evaluator else []
     final = history[-1] if history else {}
-    task_info = {"task": task.name, **task.export_args()}
-    _save(model, preprocessor, config, task_info, {"task": config.task, "train": train_file, "eval": eval_file,
-                                        "train_examples": len(train), "eval_examples": len(evaluation),
-                                        "steps": total_steps, "final": final, "history": history})
+    _save(model, config.out, {"task": config.task, "train": train_file, "eval": eval_file,
+                              "train_examples": len(train), "eval_examples": len(evaluation),
+                              "steps": total_steps, "final": final, "history": history})
     return {"metrics": final, "history": history, "loss": fit.history.get("loss", []), "out": config.out,
             "model": model}
 
 
-def _save(model, preprocessor, config, task_info, metrics):
-    out = config.out
+def _save(model, out, metrics):
+    """model.keras (everything needed to use it) and the metrics report; files of older versions removed."""
     with atomic_file(os.path.join(out, "model.keras")) as tmp:
         model.save(tmp)
-    with atomic_file(os.path.join(out, "vocab.txt")) as tmp, open(tmp, "w", encoding="utf-8") as f:
-        f.write("\n".join(preprocessor.vocab) + "\n")
-    preprocessing = {k: v for k, v in preprocessor.get_config().items()
-                     if k in ("lower_case", "seq_length", "max_seq_length", "truncation")}
-    for name, value in (("preprocessing.json", preprocessing), ("task.json", task_info), ("metrics.json", metrics)):
-        write_json(os.path.join(out, name), value)
+    write_json(os.path.join(out, "metrics.json"), metrics)
+    for stale in ("vocab.txt", "preprocessing.json", "task.json"):    # written by bert_keras before one-file models
+        if os.path.exists(os.path.join(out, stale)):
+            os.remove(os.path.join(out, stale))

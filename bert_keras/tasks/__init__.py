@@ -1,9 +1,11 @@
-"""Task models: a head on a BertEncoder, over the id dict (raw text goes through BertPreprocessor first)."""
+"""Task models: a head on a BertEncoder over the id dict, owning the BertPreprocessor that turns raw text into it."""
 
 from bert_keras.tasks.classifier import BertClassifier
+from bert_keras.tasks.load import load_task_model
 from bert_keras.tasks.multiple_choice import BertMultipleChoice
 from bert_keras.tasks.pretrainer import BertPretrainer, pretraining_loss
 from bert_keras.tasks.span import BertSpanLabeler
 from bert_keras.tasks.tagger import BertTagger
 
-__all__ = ["BertClassifier", "BertMultipleChoice", "BertPretrainer", "BertSpanLabeler", "BertTagger", "pretraining_loss"]
+__all__ = ["BertClassifier", "BertMultipleChoice", "BertPretrainer", "BertSpanLabeler", "BertTagger", "load_task_model",
+           "pretraining_loss"]

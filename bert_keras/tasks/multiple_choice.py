@@ -3,11 +3,13 @@ turns each pair's pooled [CLS] vector into a score, and a softmax runs over the 
 BERT paper).
 
 Inputs: the id dict, each [B, C, S] (C choices). Output: logits [B, C] float32.
+Raw text: (contexts [B], endings [B, C]); targets: the right ending's index [B]. `choose()` names the ending.
 """
 
 from __future__ import annotations
 
 import keras
+import tensorflow as tf
 from keras import ops
 
 from bert_keras.tasks.base import TaskModel, dense_head, id_inputs
@@ -31,11 +33,30 @@ class UnfoldChoices(keras.layers.Layer):
 
 @keras.saving.register_keras_serializable(package="bert_keras")
 class BertMultipleChoice(TaskModel):
-    def __init__(self, encoder, dropout: float = 0.1, name=None):
+    def __init__(self, encoder, dropout: float = 0.1, preprocessor=None, name=None):
         inputs = id_inputs(rank=3)
         pooled = encoder(FoldChoices(name="fold_choices")(inputs), pooled_only=True)
         scores = dense_head(1, encoder.config.initializer_range, "choice_score")(
             keras.layers.Dropout(dropout, name="head_dropout")(pooled))
         logits = UnfoldChoices(name="unfold_choices")(scores, inputs["input_word_ids"])
-        super().__init__(inputs, logits, encoder, name=name, dropout=dropout)
+        super().__init__(inputs, logits, encoder, preprocessor, name=name, dropout=dropout)
+
+    def preprocess(self, x):
+        """(contexts [B], endings [B, C]) -> ids [B, C, S]: each context paired with each of its endings."""
+        contexts, endings = x
+        contexts = tf.tile(contexts[:, None], [1, tf.shape(endings)[1]])
+        return self.require_preprocessor()((contexts, endings))
+
+    def serve(self, context, endings) -> dict:
+        """-> {"logits", "probabilities" [B, C], "prediction" [B] int64, "ending" [B] the chosen ending}."""
+        logits = tf.cast(self(self.preprocess((context, endings)), training=False), tf.float32)
+        prediction = tf.argmax(logits, -1)
+        return {"logits": logits, "probabilities": tf.nn.softmax(logits), "prediction": prediction,
+                "ending": tf.gather(endings, prediction, batch_dims=1)}
+
+    def choose(self, contexts, endings) -> list[dict]:
+        """For people: [{"choice": index, "ending": text, "probability": p}] per context."""
+        out = self.serve_numpy(contexts, endings)
+        return [{"choice": int(i), "ending": e.decode(), "probability": float(p[i])}
+                for i, e, p in zip(out["prediction"], out["ending"], out["probabilities"])]
 

@@ -1,21 +1,162 @@
 """Token tagging (CoNLL-2003 NER): dropout + dense on every token's vector; labels go on each word's first
-WordPiece and the other pieces are ignored in loss and evaluation.
+WordPiece and the other pieces are ignored in loss and evaluation (the BERT paper's recipe).
 
 Inputs: the id dict ([B, S]). Output: logits [B, S, num_labels] float32.
+Raw text: words (RaggedTensor or lists [B, (words)]) with targets one label id (or name) per word; or
+sentences [B] to predict. `entities()` reads IOB2 labels as spans (start, end, type, text) of the sentence.
+A word whose text yields no WordPiece, or past the sequence length, is predicted "O".
 """
 
 from __future__ import annotations
 
 import keras
+import numpy as np
+import tensorflow as tf
 
+from bert_keras.data.conll import CONLL2003_LABELS
+from bert_keras.preprocessing.offsets import char_offsets
 from bert_keras.tasks.base import TaskModel, dense_head, id_inputs
+
+IGNORE = -1
+
+
+def tag_inputs(preprocessor, words, word_labels=None):
+    """words: RaggedTensor [B, (words)] strings; word_labels: [B, (words)] int32 or None.
+
+    Returns (id dict [B, L], piece labels [B, L] with IGNORE off first pieces, piece word index [B, L]: the
+    index of the word a first piece starts, IGNORE elsewhere).
+    """
+    if word_labels is None:
+        word_labels = tf.zeros_like(words, tf.int32)
+    flat = preprocessor.tokenize(words.flat_values)                       # [words, (pieces)]
+    pieces = tf.RaggedTensor.from_row_splits(flat, words.row_splits)      # [B, (words), (pieces)]
+    is_first = tf.RaggedTensor.from_row_splits(tf.equal(tf.ragged.range(flat.row_lengths()), 0), words.row_splits)
+    word_index = tf.cast(tf.ragged.range(words.row_lengths()), tf.int32)  # [B, (words)]
+
+    def per_piece(values):                                                # [B, (words)] -> [B, (pieces)]
+        spread = tf.ones_like(pieces, tf.int32) * tf.expand_dims(values, -1)
+        return tf.where(is_first, spread, IGNORE).merge_dims(1, 2)
+
+    piece_labels, piece_words = per_piece(tf.cast(word_labels, tf.int32)), per_piece(word_index)
+    ids = pieces.merge_dims(1, 2)
+    budget = (preprocessor.seq_length or preprocessor.max_seq_length) - 2
+    ids, piece_labels, piece_words = ids[:, :budget], piece_labels[:, :budget], piece_words[:, :budget]
+    x = preprocessor.pack([ids])
+
+    def align(values):                                                    # [CLS] values [SEP] pad, like the ids
+        cls = tf.fill([values.nrows(), 1], IGNORE)
+        return tf.concat([cls, values, cls], axis=1).to_tensor(IGNORE, shape=tf.shape(x["input_word_ids"]))
+
+    return x, align(piece_labels), align(piece_words)
 
 
 @keras.saving.register_keras_serializable(package="bert_keras")
 class BertTagger(TaskModel):
-    def __init__(self, encoder, num_labels: int, dropout: float = 0.1, name=None):
+    def __init__(self, encoder, num_labels: int | None = None, dropout: float = 0.1, label_names=None,
+                 preprocessor=None, name=None):
+        label_names = list(label_names or (CONLL2003_LABELS if num_labels in (None, len(CONLL2003_LABELS))
+                                           else [str(i) for i in range(num_labels)]))
+        num_labels = num_labels or len(label_names)
+        if len(label_names) != num_labels:
+            raise ValueError(f"{len(label_names)} label_names for {num_labels} labels: give one name per label")
         inputs = id_inputs()
         sequence = keras.layers.Dropout(dropout, name="head_dropout")(encoder(inputs)["sequence_output"])
         logits = dense_head(num_labels, encoder.config.initializer_range, "logits")(sequence)
-        super().__init__(inputs, logits, encoder, name=name, num_labels=num_labels, dropout=dropout)
+        super().__init__(inputs, logits, encoder, preprocessor, name=name, num_labels=num_labels, dropout=dropout,
+                         label_names=label_names)
 
+    @property
+    def label_names(self) -> list[str]:
+        return self._task_args["label_names"]
+
+    def slices(self, x, y=None):
+        x = tf.ragged.constant(x, tf.string) if isinstance(x, list) and x and isinstance(x[0], (list, tuple)) else x
+        if isinstance(y, list):
+            y = tf.ragged.constant([[self.label_names.index(t) if isinstance(t, str) else t for t in row]
+                                    for row in y], tf.int32)
+        return x if y is None else (x, y)
+
+    def batch(self, ds, batch_size, drop_remainder):
+        return ds.ragged_batch(batch_size, drop_remainder=drop_remainder)
+
+    def preprocess(self, x):
+        if isinstance(x, tf.RaggedTensor):                              # words
+            return tag_inputs(self.require_preprocessor(), x)[0]
+        return self.require_preprocessor()(x)                           # sentences
+
+    def prepare_targets(self, x, y):
+        ids, labels, _ = tag_inputs(self.require_preprocessor(), x, y)
+        return ids, labels
+
+    def tag_words(self, words, batch_size: int = 64) -> list[list[str]]:
+        """words: lists of words -> one label per word (the label of its first piece; "O" if it has none)."""
+        predictions = []
+        for i in range(0, len(words), batch_size):
+            chunk = tf.ragged.constant([list(w) for w in words[i:i + batch_size]], tf.string)
+            x, _, word_index = tag_inputs(self.require_preprocessor(), chunk)
+            best = np.asarray(self(x, training=False)).argmax(-1)
+            for row_best, row_words in zip(best, word_index.numpy()):
+                predictions.append({w: self.label_names[b] for w, b in zip(row_words, row_best) if w != IGNORE})
+        return [[found.get(i, "O") for i in range(len(w))] for found, w in zip(predictions, words)]
+
+    def serve(self, text) -> dict:
+        """text [B] -> per WordPiece: "tokens", "labels" [B, T] strings, "start", "end" [B, T] character offsets,
+        "token_mask" [B, T]; per entity (IOB2 spans over words): "entity_start", "entity_end" [B, E] characters
+        (-1 pad), "entity_type", "entity_text" [B, E] ("" pad)."""
+        pre = self.require_preprocessor()
+        ids, starts, ends = pre.tokenize_with_offsets(text)
+        x = pre.pack([ids])
+        budget = tf.shape(x["input_word_ids"])[1] - 2
+        ids, starts, ends = ids[:, :budget], starts[:, :budget], ends[:, :budget]
+        best = tf.argmax(self(x, training=False), axis=-1)[:, 1:]                  # drop [CLS]
+        labels = tf.gather(tf.constant(self.label_names), tf.RaggedTensor.from_tensor(best, ids.row_lengths()))
+        n = tf.shape(ids.to_tensor(0))[1]
+        mask = tf.sequence_mask(ids.row_lengths(), n)
+        out = {"tokens": tf.where(mask, tf.gather(tf.constant(pre.vocab), ids.to_tensor(0)), ""),
+               "labels": labels.to_tensor(""), "start": char_offsets(text, starts.to_tensor(-1)),
+               "end": char_offsets(text, ends.to_tensor(-1)), "token_mask": tf.cast(mask, tf.int32)}
+        return {**out, **entity_spans(text, ids, starts, ends, labels, pre.vocab)}
+
+    def entities(self, texts) -> list[list[tuple[int, int, str, str]]]:
+        """For people: per text, its entities as (start, end, type, text), [start, end) in characters."""
+        out = self.serve_numpy(texts)
+        return [[(int(s), int(e), t.decode(), x.decode()) for s, e, t, x in zip(*row) if s >= 0]
+                for row in zip(out["entity_start"], out["entity_end"], out["entity_type"], out["entity_text"])]
+
+
+def entity_spans(text, ids, starts, ends, labels, vocab) -> dict:
+    """IOB2 labels of word pieces -> entities, in-graph. text [B]; ids, starts, ends (bytes), labels (strings):
+    RaggedTensors [B, (pieces)]. A word is a piece not starting "##" and the "##" pieces after it, labelled by its
+    first piece. seqeval's default rule: an entity starts at B-X, or at I-X not continuing an X (after O or
+    another type); it ends where the next word does not continue it. Returns entity_start, entity_end [B, E]
+    (characters, -1 pad), entity_type, entity_text [B, E] ("" pad), in order of appearance."""
+    continues = tf.gather(tf.constant([t.startswith("##") for t in vocab]), ids.flat_values)
+    first_in_row = tf.equal(tf.ragged.range(ids.row_lengths()).flat_values, 0)
+    word_start = ~continues | first_in_row                                     # [pieces]
+    word_of_piece = tf.cumsum(tf.cast(word_start, tf.int32)) - 1
+    words = tf.reduce_sum(tf.cast(word_start, tf.int32))
+    w_begin = tf.boolean_mask(starts.flat_values, word_start)                  # [words] bytes
+    w_end = tf.math.unsorted_segment_max(ends.flat_values, word_of_piece, words)
+    w_row = tf.boolean_mask(ids.value_rowids(), word_start)
+    w_label = tf.boolean_mask(labels.flat_values, word_start)
+    tagged = tf.strings.regex_full_match(w_label, "[BI]-.+")
+    w_type = tf.where(tagged, tf.strings.regex_replace(w_label, "^[BI]-", ""), "")
+    w_first = tf.boolean_mask(first_in_row, word_start)
+    previous = tf.where(w_first, "", tf.concat([[""], w_type[:-1]], 0))
+    begin = tagged & (tf.strings.regex_full_match(w_label, "B-.+") | tf.not_equal(previous, w_type))
+    entity = tf.cumsum(tf.cast(begin, tf.int32)) - 1
+    inside = tagged & (entity >= 0)
+    count = tf.reduce_sum(tf.cast(begin, tf.int32))
+    e_start = tf.math.unsorted_segment_min(tf.boolean_mask(w_begin, inside), tf.boolean_mask(entity, inside),
+                                           count)
+    e_end = tf.math.unsorted_segment_max(tf.boolean_mask(w_end, inside), tf.boolean_mask(entity, inside), count)
+    e_row = tf.boolean_mask(w_row, begin)
+    rows = tf.shape(text, out_type=tf.int64)[0]
+
+    def per_row(values, fill):
+        return tf.RaggedTensor.from_value_rowids(values, e_row, nrows=rows).to_tensor(fill)
+
+    e_text = tf.strings.substr(tf.gather(text, e_row), e_start, e_end - e_start)
+    return {"entity_start": char_offsets(text, per_row(e_start, tf.constant(-1, tf.int64))),
+            "entity_end": char_offsets(text, per_row(e_end, tf.constant(-1, tf.int64))),
+            "entity_type": per_row(tf.boolean_mask(w_type, begin), ""), "entity_text": per_row(e_text, "")}

@@ -4,7 +4,8 @@ import numpy as np
 import tensorflow as tf
 
 from bert_keras.data import CONLL2003_LABELS, read_conll2003
-from bert_keras.finetune.tagging import IGNORE, TaggingTask, tag_inputs
+from bert_keras.finetune.tagging import TaggingTask
+from bert_keras.tasks.tagger import IGNORE, tag_inputs
 from bert_keras.preprocessing import BertPreprocessor
 
 

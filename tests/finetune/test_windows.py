@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 
 from bert_keras.data import read_squad
-from bert_keras.finetune.squad import answer_bytes
+from bert_keras.finetune.squad import answer_chars
 from bert_keras.preprocessing import BertPreprocessor
 from bert_keras.preprocessing.windows import squad_windows
 
@@ -44,7 +44,7 @@ def byte_offsets(text, char_offsets):
 def test_windows_match_google_research(minilm_vocab, hf_tokenizer, shared_data, seq_length, doc_stride, max_query):
     examples = read_squad(shared_data / "squad" / "train-split-v1.1.json")[::97][:40]
     pre = BertPreprocessor(minilm_vocab, seq_length=seq_length, max_seq_length=seq_length)
-    spans = np.array([answer_bytes(e) for e in examples])
+    spans = np.array([byte_offsets(e.context, [answer_chars(e)])[0] for e in examples])
     out = squad_windows(pre, tf.constant([e.question for e in examples]), tf.constant([e.context for e in examples]),
                         doc_stride, max_query, spans[:, 0], spans[:, 1])
     out = {k: v.numpy() for k, v in out.items()}

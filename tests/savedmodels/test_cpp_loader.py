@@ -13,7 +13,6 @@ import tensorflow as tf
 
 from bert_keras.config import PRESETS
 from bert_keras.encoder import BertEncoder
-from bert_keras.finetune.squad import SquadAnswerer
 from bert_keras.preprocessing import BertPreprocessor
 from bert_keras.tasks import BertClassifier, BertSpanLabeler, BertTagger
 from conftest import REPO
@@ -63,27 +62,28 @@ def test_cpp_load_saved_model_and_session_run_equal_keras(program, minilm_vocab,
     keras.utils.set_random_seed(3)
     pre = BertPreprocessor(minilm_vocab, max_seq_length=64)
     encoder = lambda: BertEncoder(PRESETS["bert_tiny"])  # noqa: E731
-    sst2, mrpc = BertClassifier(encoder(), 2, label_names=["neg", "pos"]), BertClassifier(encoder(), 2)
-    squad, ner = BertSpanLabeler(encoder()), BertTagger(encoder(), len(TAGS))
-    path = lambda model, name, **info: export_task_model(model, pre, str(tmp_path), name, task_info=info,  # noqa
-                                                        keras_file=False)
+    sst2 = BertClassifier(encoder(), 2, label_names=["neg", "pos"], preprocessor=pre)
+    mrpc = BertClassifier(encoder(), 2, preprocessor=pre, segments=2)
+    squad = BertSpanLabeler(encoder(), pre, doc_stride=16, max_query_length=8)
+    ner = BertTagger(encoder(), len(TAGS), label_names=TAGS, preprocessor=pre)
+    path = lambda model, name: export_task_model(model, str(tmp_path), name, keras_file=False)  # noqa: E731
     texts = ["a charming and often affecting journey .", "Ünïcödé — “quoted”", ""]
 
-    out = _run(program, path(sst2, "sst2", segments=1), "serving_default", text=texts)
+    out = _run(program, path(sst2, "sst2"), "serving_default", text=texts)
     np.testing.assert_allclose(out["logits"], sst2(pre(texts)), atol=1e-5, rtol=0)
     assert [x.decode() for x in out["label"]] == [["neg", "pos"][i] for i in sst2(pre(texts)).numpy().argmax(-1)]
 
-    out = _run(program, path(mrpc, "mrpc", segments=2), "serving_default", text_a=texts, text_b=texts[::-1])
+    out = _run(program, path(mrpc, "mrpc"), "serving_default", text_a=texts, text_b=texts[::-1])
     np.testing.assert_allclose(out["logits"], mrpc(pre((tf.constant(texts), tf.constant(texts[::-1])))), atol=1e-5)
 
     questions, contexts = ["Who wrote it?"], ["It was written by Ann Smith in 1990, in Zürich. " * 4]
-    out = _run(program, path(squad, "squad", doc_stride=16, max_query_length=8), "serving_default",
+    out = _run(program, path(squad, "squad"), "serving_default",
                question=questions, context=contexts)
-    want = SquadAnswerer(squad, pre, doc_stride=16, max_query_length=8)(tf.constant(questions), tf.constant(contexts))
+    want = squad.answer_tensors(tf.constant(questions), tf.constant(contexts))
     assert out["answer"].tolist() == want["answer"].numpy().tolist()
     np.testing.assert_allclose(out["start_logits"], want["start_logits"], atol=1e-5)
 
-    out = _run(program, path(ner, "ner", labels=TAGS), "serving_default", text=["Angela Merkel visited Paris ."])
+    out = _run(program, path(ner, "ner"), "serving_default", text=["Angela Merkel visited Paris ."])
     logits = ner(pre(["Angela Merkel visited Paris ."])).numpy()
     n = int(out["token_mask"].sum())
     assert [x.decode() for x in out["labels"][0, :n]] == [TAGS[i] for i in logits[0, 1:n + 1].argmax(-1)]

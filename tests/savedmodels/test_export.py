@@ -15,7 +15,6 @@ import tensorflow as tf
 
 from bert_keras.config import PRESETS
 from bert_keras.encoder import BertEncoder
-from bert_keras.finetune.squad import SquadAnswerer
 from bert_keras.preprocessing import BertPreprocessor
 from bert_keras.tasks import BertClassifier, BertMultipleChoice, BertSpanLabeler, BertTagger
 from savedmodels.export import export_task_model, write_models_config
@@ -42,18 +41,17 @@ def exports(tmp_path_factory, minilm_vocab):
     keras.utils.set_random_seed(1)
     pre = BertPreprocessor(minilm_vocab, max_seq_length=64)
     encoder = lambda: BertEncoder(PRESETS["bert_tiny"])  # noqa: E731
-    models = {"sst2": (BertClassifier(encoder(), 2, label_names=LABELS), {"segments": 1}),
-              "mrpc": (BertClassifier(encoder(), 2), {"segments": 2}),
-              "stsb": (BertClassifier(encoder(), 1), {"segments": 2}),
-              "squad": (BertSpanLabeler(encoder()), {"doc_stride": 16, "max_query_length": 8}),
-              "swag": (BertMultipleChoice(encoder()), {}),
-              "ner": (BertTagger(encoder(), len(TAGS)), {"labels": TAGS})}
-    _train_one_step(models["sst2"][0], pre)
+    models = {"sst2": BertClassifier(encoder(), 2, label_names=LABELS, preprocessor=pre),
+              "mrpc": BertClassifier(encoder(), 2, preprocessor=pre, segments=2),
+              "stsb": BertClassifier(encoder(), 1, preprocessor=pre, segments=2),
+              "squad": BertSpanLabeler(encoder(), pre, doc_stride=16, max_query_length=8),
+              "swag": BertMultipleChoice(encoder(), preprocessor=pre),
+              "ner": BertTagger(encoder(), len(TAGS), label_names=TAGS, preprocessor=pre)}
+    _train_one_step(models["sst2"], pre)
     base = tmp_path_factory.mktemp("serving")
-    paths = {name: export_task_model(model, pre, str(base), name, task_info=info)
-             for name, (model, info) in models.items()}
+    paths = {name: export_task_model(model, str(base), name) for name, model in models.items()}
     write_models_config(str(base), list(models))
-    return base, paths, {name: model for name, (model, _) in models.items()}, pre
+    return base, paths, models, pre
 
 
 def _every_signature_against_keras(exports, python=sys.executable):
@@ -100,8 +98,7 @@ def _every_signature_against_keras(exports, python=sys.executable):
     assert got["mrpc/classify"]["classes"][0] == ["0", "1"]
 
     # SQuAD: answers and logits of the in-process answerer; offsets are characters of the context.
-    want = SquadAnswerer(models["squad"], pre, doc_stride=16, max_query_length=8)(
-        tf.constant(questions), tf.constant(contexts))
+    want = models["squad"].answer_tensors(tf.constant(questions), tf.constant(contexts))
     squad = got["squad"]
     assert squad["answer"] == [a.decode() for a in want["answer"].numpy()]
     close(squad["start_logits"], want["start_logits"])
@@ -210,5 +207,5 @@ def test_a_failed_export_leaves_nothing(exports, monkeypatch, tmp_path):
     _, _, models, pre = exports
     monkeypatch.setattr(saving, "unsupported_ops", lambda ops: {"NewerTextOp"})
     with pytest.raises(RuntimeError, match="NewerTextOp"):
-        export_task_model(models["sst2"], pre, str(tmp_path), "m", keras_file=False)
+        export_task_model(models["sst2"], str(tmp_path), "m", keras_file=False)
     assert os.listdir(tmp_path / "m") == []

@@ -39,17 +39,18 @@ def served(tmp_path_factory, minilm_vocab):
     """sst2 (v1), mrpc, stsb, squad exports under one base path, a staging path with more versions, a server."""
     pre = BertPreprocessor(minilm_vocab, max_seq_length=64)
     base, staging = tmp_path_factory.mktemp("serving"), tmp_path_factory.mktemp("staging")
-    models = {"sst2": _classifier(1, label_names=LABELS), "mrpc": _classifier(2), "stsb": _classifier(3, 1),
-              "other": _classifier(4, label_names=LABELS)}
-    infos = {"sst2": {"segments": 1}, "mrpc": {"segments": 2}, "stsb": {"segments": 2}}
-    for name, info in infos.items():
-        export_task_model(models[name], pre, str(base), name, task_info=info, keras_file=False)
+    models = {"sst2": _classifier(1, label_names=LABELS, preprocessor=pre),
+              "mrpc": _classifier(2, preprocessor=pre, segments=2), "stsb": _classifier(3, 1, preprocessor=pre,
+                                                                                      segments=2),
+              "other": _classifier(4, label_names=LABELS, preprocessor=pre)}
+    for name in ("sst2", "mrpc", "stsb"):
+        export_task_model(models[name], str(base), name, keras_file=False)
     keras.utils.set_random_seed(5)
-    export_task_model(BertSpanLabeler(BertEncoder(PRESETS["bert_tiny"])), pre, str(base), "squad",
-                      task_info={"doc_stride": 16, "max_query_length": 8}, keras_file=False)
+    export_task_model(BertSpanLabeler(BertEncoder(PRESETS["bert_tiny"]), pre, doc_stride=16, max_query_length=8),
+                      str(base), "squad", keras_file=False)
     # The swap test's model: v1 = sst2's weights; v2 (staged) = other weights.
-    export_task_model(models["sst2"], pre, str(base), "swap", keras_file=False)
-    export_task_model(models["other"], pre, str(staging), "swap", version=2, keras_file=False)
+    export_task_model(models["sst2"], str(base), "swap", keras_file=False)
+    export_task_model(models["other"], str(staging), "swap", version=2, keras_file=False)
     shutil.copytree(base / "swap", base / "refuse")                       # v1 of the refusal test
     names = ["sst2", "mrpc", "stsb", "squad", "swap", "refuse"]
     server, port = start_server({n: str(base / n) for n in names}, poll_seconds=0.1, retry_seconds=3600)

@@ -28,17 +28,17 @@ def _rows(batches, *keys):
 
 
 def test_fine_tuning_pipelines_split_the_examples(minilm_vocab):
-    from bert_keras.finetune.base import get_task
+    from bert_keras.finetune.registry import get_task
     from bert_keras.finetune.trainer import FinetuneConfig, load_backbone, training_input
     task = get_task("sst-2")
     train = task.read(f"{SAMPLES}/sst2_train.tsv")[:96]
     config = FinetuneConfig(task="sst-2", model="bert_tiny", vocab=minilm_vocab, out="-", seq_length=48,
                             max_seq_length=48)
-    _, pre = load_backbone("bert_tiny", minilm_vocab, seq_length=48, max_seq_length=48)
-    whole = _rows(training_input(task, train, pre, config, 0, 1, 8).take(96 // 8), "input_word_ids")
+    model = task.build_model(*load_backbone("bert_tiny", minilm_vocab, seq_length=48, max_seq_length=48), train)
+    whole = _rows(training_input(task, train, model, config, 0, 1, 8).take(96 // 8), "input_word_ids")
     assert sum(whole.values()) == 96 and max(whole.values()) == 1              # 96 distinct examples
     for shards in (2, 3):
-        parts = [_rows(training_input(task, train, pre, config, i, shards, 8).take(96 // shards // 8),
+        parts = [_rows(training_input(task, train, model, config, i, shards, 8).take(96 // shards // 8),
                        "input_word_ids") for i in range(shards)]
         assert sum(parts, collections.Counter()) == whole                     # together: every example once
 

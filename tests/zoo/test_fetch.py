@@ -188,6 +188,7 @@ def test_from_preset_gives_the_encoder_and_a_matching_preprocessor(archive, tmp_
     x = preprocessor(["w1 w2 w3", "w4"])
     assert x["input_word_ids"][0, :5].numpy().tolist() == [2, 6, 7, 8, 3]    # [CLS] w1 w2 w3 [SEP]
     np.testing.assert_array_equal(loaded(x)["sequence_output"], encoder(x)["sequence_output"])
-    classifier, _ = BertClassifier.from_preset(str(path), progress=False, num_classes=3)
-    assert classifier(x).shape == (2, 3)
+    classifier = BertClassifier.from_preset(str(path), progress=False, num_classes=3)
+    assert classifier(x).shape == (2, 3) and classifier.predict(["w1 w2 w3", "w4"], verbose=0).shape == (2, 3)
+    assert classifier.preprocessor.vocab == UNCASED_VOCAB
     np.testing.assert_array_equal(classifier.encoder(x)["pooled_output"], encoder(x)["pooled_output"])

@@ -1,0 +1,49 @@
+"""Open a fine-tuned task model from its one file (or its `bert-keras finetune --out` folder).
+
+Models written before task models owned their preprocessor (bert_keras <= 0.1.0: model.keras took ids, with
+vocab.txt, preprocessing.json and task.json beside it) are upgraded on load: the side files become the model's
+preprocessor and task settings, the weights are copied, and `save` writes the one-file form.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+
+import keras
+
+
+def load_task_model(path: str):
+    """A task model from a `.keras` file or a finetune output folder; it takes raw text."""
+    import bert_keras.tasks  # noqa: F401  (registers the classes for load_model)
+    from bert_keras.tasks.base import TaskModel
+    file = os.path.join(path, "model.keras") if os.path.isdir(path) else path
+    if not os.path.exists(file):
+        raise FileNotFoundError(f"no model at {path}: give a .keras file or a `bert-keras finetune --out` folder")
+    model = keras.models.load_model(file)
+    if not isinstance(model, TaskModel):
+        raise TypeError(f"{file} holds a {type(model).__name__}, not a fine-tuned task model (BertClassifier, "
+                        "BertSpanLabeler, BertMultipleChoice, BertTagger): run `bert-keras finetune` first")
+    if model.preprocessor is None:
+        model = _upgrade(model, os.path.dirname(os.path.abspath(file)))
+    return model
+
+
+def _upgrade(model, folder: str):
+    from bert_keras.preprocessing import BertPreprocessor
+    vocab, settings = os.path.join(folder, "vocab.txt"), os.path.join(folder, "preprocessing.json")
+    if not (os.path.exists(vocab) and os.path.exists(settings)):
+        raise ValueError(f"{folder}/model.keras takes ids and has no vocab.txt + preprocessing.json beside it "
+                         "(written by an older bert_keras): put the vocab.txt and preprocessing.json of its run "
+                         "beside it, or rebuild it with `bert-keras finetune`")
+    with open(settings, encoding="utf-8") as f:
+        preprocessor = BertPreprocessor(vocab, **json.load(f))
+    info = {}
+    if os.path.exists(os.path.join(folder, "task.json")):
+        with open(os.path.join(folder, "task.json"), encoding="utf-8") as f:
+            info = json.load(f)
+    if "labels" in info:
+        info["label_names"] = info.pop("labels")
+    accepted = inspect.signature(type(model).__init__).parameters
+    return model.with_preprocessor(preprocessor, **{k: v for k, v in info.items() if k in accepted})
