@@ -74,10 +74,12 @@ else:
                                       vocab_file=vocab)
     config, encoder = bert_keras.load_checkpoint(checkpoint)
 print(f"{encoder.count_params():,} parameters")"""),
-("md", """## 3. Tokenize in `tf.data` on the host
-One `BertPreprocessor` (TF.Text WordPiece, exact to the reference tokenizer) feeds training here and is built
-into the exported SavedModel below, so training and serving cannot drift. TPUs want static shapes: a fixed
-`seq_length` and `drop_remainder=True`."""),
+("md", """## 3. The classifier owns its preprocessor
+One `BertPreprocessor` (TF.Text WordPiece, exact to the reference tokenizer) lives in the task model's config:
+`fit`, `predict` and `evaluate` take raw text and tokenize it in `tf.data` on the host (string ops cannot run on a
+TPU; the compiled step sees token ids only), the `.keras` file carries it, and the exported SavedModel runs the
+same layer in-graph, so training and serving cannot drift. TPUs want static shapes: a fixed `seq_length` (and
+training batches drop the last partial one)."""),
 ("code", """from bert_keras.data import read_glue
 from bert_keras.demo import SAMPLES                     # 1,000 SST-2 training phrases, 200 dev sentences
 
@@ -88,46 +90,36 @@ train, labels = read_glue("sst-2", os.path.join(SAMPLES, "sst2_train.tsv"))
 dev, _ = read_glue("sst-2", os.path.join(SAMPLES, "sst2_dev.tsv"))
 if not ON_TPU:
     train = train[:256]
-
-def dataset(examples, training):
-    texts = [e.text_a for e in examples]
-    ys = np.array([e.label for e in examples], "int32")
-    ds = tf.data.Dataset.from_tensor_slices((texts, ys))
-    if training:
-        ds = ds.shuffle(len(texts), seed=0).repeat()
-    ds = ds.batch(BATCH, drop_remainder=training)
-    return ds.map(lambda text, y: (preprocessor(text), y), num_parallel_calls=tf.data.AUTOTUNE).prefetch(8)
-
-next(iter(dataset(train, True)))[0]["input_word_ids"].shape"""),
-("md", """## 4. Fine-tune with `model.fit`
+texts, ys = [e.text_a for e in train], np.array([e.label for e in train], "int32")
+dev_texts, dev_ys = [e.text_a for e in dev], np.array([e.label for e in dev], "int32")
+preprocessor(texts[:2])["input_word_ids"].shape"""),
+("md", """## 4. Fine-tune with `model.fit` on raw text
 The classifier, optimizer and metrics are created under the strategy's scope. AdamW without decay on LayerNorm
 and biases, 10% warm-up, linear decay: google-research's recipe. `steps_per_execution` runs many steps per TPU
 call."""),
 ("code", """EPOCHS = 2 if ON_TPU else 1
 steps_per_epoch = len(train) // BATCH
 with strategy.scope():
-    model = bert_keras.tasks.BertClassifier(encoder, num_classes=2, label_names=labels)
+    model = bert_keras.tasks.BertClassifier(encoder, num_classes=2, label_names=labels, preprocessor=preprocessor)
     model.compile(optimizer=create_optimizer(5e-5 if ON_TPU else 1e-3, total_steps=EPOCHS * steps_per_epoch),
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                   metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
                   steps_per_execution=32 if ON_TPU else 1)
-history = model.fit(dataset(train, True), epochs=EPOCHS, steps_per_epoch=steps_per_epoch,
-                    validation_data=dataset(dev, False), verbose=2)"""),
-("md", """## 5. Save a `.keras` file and reload it
-The preprocessing is not in the `.keras` task model (it takes token ids, as on the TPU); the vocabulary travels in
-the preprocessor's config and in the SavedModel."""),
+history = model.fit(texts, ys, batch_size=BATCH, epochs=EPOCHS, validation_data=(dev_texts, dev_ys), verbose=2)"""),
+("md", """## 5. One `.keras` file: reload it and ask it in words
+The file holds the encoder, the head, the preprocessor (vocabulary, casing, lengths) and the label names."""),
 ("code", """model.save(os.path.join(work, "sst2.keras"))
 reloaded = keras.models.load_model(os.path.join(work, "sst2.keras"), safe_mode=True)
-batch = preprocessor([e.text_a for e in dev[:8]])
-np.testing.assert_allclose(reloaded(batch), model(batch), atol=1e-4)
-print("reloaded:", type(reloaded).__name__)"""),
+np.testing.assert_allclose(reloaded.predict(dev_texts[:8], verbose=0), model.predict(dev_texts[:8], verbose=0),
+                           atol=1e-4)
+reloaded.classify(["a gorgeous, moving film", "a dull waste of two hours"])"""),
 ("md", """## 6. Export for TF Serving: raw text in
 Exported from the reloaded model (plain variables, no TPU placement). The version folder is written under a
 temporary name and renamed; the op check makes sure stock `tensorflow/serving` ≥ 2.12 can load it. It is run
 here the way the server runs it (`SessionBundle`: the SavedModel's restore op, then `Session.run`)."""),
 ("code", """from savedmodels.export import export_task_model
 from savedmodels.session_bundle import SessionBundle
-version = export_task_model(reloaded, preprocessor, os.path.join(work, "serving"), "sst2")
+version = export_task_model(reloaded, os.path.join(work, "serving"), "sst2")
 served = SessionBundle(version)   # as TF Serving loads it: restore op on variables/, then Session.run
 out = served.run("serving_default", {"text": ["a gorgeous, moving film", "a dull waste of two hours"]})
 print(version, [l.decode() for l in out["label"]], out["probabilities"].round(3).tolist())"""),
