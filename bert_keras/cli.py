@@ -190,7 +190,8 @@ def cmd_pretrain(args) -> None:
 
 def cmd_export(args) -> None:
     from bert_keras.tasks import load_task_model
-    from savedmodels.export import export_task_model, numeric_versions, write_models_config
+    from savedmodels.export import export_task_model, numeric_versions, write_batching_parameters, \
+        write_models_config
     try:
         model = load_task_model(args.model)
         path = export_task_model(model, args.base_path, args.name, args.version)
@@ -198,12 +199,14 @@ def cmd_export(args) -> None:
         raise CommandError(str(e)) from None
     names = sorted(d for d in os.listdir(args.base_path) if numeric_versions(os.path.join(args.base_path, d)))
     config = write_models_config(args.base_path, names)
+    batching = write_batching_parameters(args.base_path)
     print(f"wrote {path} (SavedModel, {type(model).__name__} signatures; the op check passed for stock TF "
           f"Serving >= 2.12)")
     print(f"wrote {os.path.join(args.base_path, args.name, 'model.keras')} (for keras.models.load_model)")
-    print(f"wrote {config} (models: {', '.join(names)})")
+    print(f"wrote {config} (models: {', '.join(names)}) and {batching} (server-side batching)")
     print(f"serve: docker run -p 8500:8500 -p 8501:8501 -v {os.path.abspath(args.base_path)}:/models "
-          f"tensorflow/serving:2.19.0 --model_config_file=/models/models.config")
+          f"tensorflow/serving:2.19.0 --model_config_file=/models/models.config --enable_batching "
+          f"--batching_parameters_file=/models/batching_parameters.txt   (span models: without batching)")
 
 
 def cmd_export_hub(args) -> None:
@@ -224,12 +227,17 @@ def cmd_serve(args) -> None:
     import logging
     import time
 
+    from savedmodels.batching import BatchingParameters
     from savedmodels.local_server import start_server
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")       # loads, swaps, refusals
     models = dict(m.split("=", 1) if "=" in m else (os.path.basename(m.rstrip("/")), m) for m in args.models)
     try:
-        server, port = start_server(models, port=args.port)
-    except (FileNotFoundError, RuntimeError) as e:
+        batching = None
+        if args.enable_batching:
+            batching = (BatchingParameters.read(args.batching_parameters_file) if args.batching_parameters_file
+                        else BatchingParameters())
+        server, port = start_server(models, port=args.port, batching=batching)
+    except (FileNotFoundError, RuntimeError, ValueError) as e:
         raise CommandError(str(e)) from None
     print(f"serving {', '.join(models)} on 127.0.0.1:{port} (TF Serving's gRPC protocol and load path, the newest "
           "version of each base path; a test server, not for production)", flush=True)
@@ -391,6 +399,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("serve", help="serve exports over TF Serving's gRPC protocol (in-process test server)")
     p.add_argument("models", nargs="+", help="NAME=BASE_PATH or BASE_PATH (name: its folder name)")
     p.add_argument("--port", type=int, default=8500)
+    p.add_argument("--enable_batching", "--enable-batching", action="store_true",
+                   help="batch concurrent requests server-side, as tensorflow_model_server --enable_batching")
+    p.add_argument("--batching_parameters_file", "--batching-parameters-file",
+                   help="TF Serving's BatchingParameters text proto (bert-keras export writes one beside "
+                        "models.config)")
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("predict", help="send raw text to a TF Serving model over gRPC")

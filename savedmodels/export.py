@@ -97,6 +97,20 @@ def export_task_model(model, base_path: str, model_name: str, version: int | Non
     return final
 
 
+def write_batching_parameters(base_path: str, params=None) -> str:
+    """`batching_parameters.txt` for `tensorflow_model_server --enable_batching --batching_parameters_file`:
+    tuned on 2 CPU cores for single-sentence requests from a few concurrent clients (tools/benchmark_serving.py
+    measures it); an existing file (the operator's own) is left as it is."""
+    from savedmodels.batching import BatchingParameters
+    path = os.path.join(base_path, "batching_parameters.txt")
+    if not os.path.exists(path):
+        params = params or BatchingParameters(max_batch_size=8, batch_timeout_micros=2000,
+                                              num_batch_threads=2, max_enqueued_batches=100)
+        with atomic_file(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
+            f.write(params.to_text())
+    return path
+
+
 def write_models_config(base_path: str, model_names: list[str], container_base: str = "/models") -> str:
     """`models.config` for `tensorflow_model_server --model_config_file`, serving several models at once."""
     entries = "".join(f"  config {{\n    name: '{name}'\n    base_path: '{container_base}/{name}'\n"

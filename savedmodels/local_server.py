@@ -14,7 +14,9 @@ version, in the same order, so an export that passes here passes there:
             A refused version is retried `max_load_retries` times, `retry_seconds` apart (TF Serving's
             --max_num_load_retries, --load_retry_interval_micros), then left alone.
   RPCs      Predict, Classify, Regress and GetModelMetadata, with TF Serving's status codes and messages.
-It is not a production server: no batching, no REST, no model config reloads.
+  batching  with `batching` (batching.BatchingParameters, TF Serving's --enable_batching
+            --batching_parameters_file), concurrent requests to a signature run as one batch (batching.py).
+It is not a production server: no REST, no model config reloads.
 
     server, port = start_server({"sst2": "serving/sst2"})
     ...
@@ -49,8 +51,9 @@ class _Version:
 class ModelVersions:
     """One model: the version it serves, the next one loading, the refused ones."""
 
-    def __init__(self, name: str, base_path: str, max_load_retries: int = 5, retry_seconds: float = 60.0):
-        self.name, self.base_path = name, base_path
+    def __init__(self, name: str, base_path: str, max_load_retries: int = 5, retry_seconds: float = 60.0,
+                 batching=None):
+        self.name, self.base_path, self.batching = name, base_path, batching
         self.max_load_retries, self.retry_seconds = max_load_retries, retry_seconds
         self.current: _Version | None = None
         self._lock = threading.Lock()                             # guards current and the users counts
@@ -60,7 +63,7 @@ class ModelVersions:
     def _load(self, number: int) -> _Version:
         path = os.path.join(self.base_path, str(number))
         started = time.perf_counter()
-        bundle = SessionBundle(path)
+        bundle = SessionBundle(path, batching=self.batching)
         try:
             replayed = bundle.warmup()
         except LoadError:
@@ -227,8 +230,9 @@ class LocalServer:
 
 
 def start_server(models: dict[str, str], port: int = 0, workers: int = 8, poll_seconds: float = 1.0,
-                 max_load_retries: int = 5, retry_seconds: float = 60.0):
+                 max_load_retries: int = 5, retry_seconds: float = 60.0, batching=None):
     """Serves {model name: base path} on 127.0.0.1; returns (LocalServer, bound port). Stop with server.stop().
+    `batching`: batching.BatchingParameters for every model (TF Serving's --enable_batching), or None.
 
     Like tensorflow_model_server at start-up, each model's newest version must load (FileNotFoundError without a
     numeric version folder, RuntimeError with the reason if it is refused); later versions are picked up by
@@ -240,7 +244,7 @@ def start_server(models: dict[str, str], port: int = 0, workers: int = 8, poll_s
             if not versions:
                 raise FileNotFoundError(f"{base_path} has no numeric version folder (expected {base_path}/1/...): "
                                         "export one with `bert-keras export`")
-            model = ModelVersions(name, base_path, max_load_retries, retry_seconds)
+            model = ModelVersions(name, base_path, max_load_retries, retry_seconds, batching)
             loaded[name] = model
             newest = versions[-1]
             try:

@@ -67,7 +67,9 @@ def _first_line(error: Exception) -> str:
 class SessionBundle:
     """A SavedModel version in its own graph and session; thread-safe (Session.run is)."""
 
-    def __init__(self, path: str, session_config: tf.compat.v1.ConfigProto | None = None):
+    def __init__(self, path: str, session_config: tf.compat.v1.ConfigProto | None = None, batching=None):
+        """`batching`: a batching.BatchingParameters to batch concurrent requests server-side (None: each request
+        runs on its own, TF Serving's default)."""
         self.path = path
         self.graph = tf.Graph()
         self.session = tf.compat.v1.Session(graph=self.graph, config=session_config)
@@ -78,8 +80,14 @@ class SessionBundle:
             self.session.close()
             raise LoadError(f"loading {path} on the SavedModelBundle path failed: {_first_line(e)}") from e
         self.signature_defs = meta_graph.signature_def
+        self.batcher = None
+        if batching is not None:
+            from savedmodels.batching import Batcher
+            self.batcher = Batcher(self._session_run, batching)
 
     def close(self) -> None:
+        if self.batcher is not None:
+            self.batcher.stop()
         self.session.close()
 
     # -- running a signature ---------------------------------------------------------------------------------
@@ -90,7 +98,6 @@ class SessionBundle:
         aliases = list(signature.outputs) if aliases is None else aliases
         inputs = {k: v if isinstance(v, np.ndarray) else np.array(v, dtype=object if _is_text(v) else None)
                   for k, v in inputs.items()}
-        feeds = {}
         for alias, value in inputs.items():
             info = signature.inputs[alias]
             want = tf.dtypes.as_dtype(info.dtype)
@@ -103,8 +110,15 @@ class SessionBundle:
                 raise ServingError(grpc.StatusCode.INVALID_ARGUMENT,
                                    f"input '{alias}' has shape {list(value.shape)}; the signature takes "
                                    f"{shape.as_list()} (None: any size)")
-            feeds[info.name] = value
-        fetches = {alias: signature.outputs[alias].name for alias in aliases}
+        if self.batcher is not None:
+            outputs = self.batcher.run(signature_name, inputs)
+            return {alias: outputs[alias] for alias in aliases}
+        return self._session_run(signature_name, inputs, aliases)
+
+    def _session_run(self, signature_name: str, inputs: dict, aliases: list[str] | None = None) -> dict:
+        signature = self.signature_defs[signature_name]
+        feeds = {signature.inputs[alias].name: value for alias, value in inputs.items()}
+        fetches = {alias: signature.outputs[alias].name for alias in (aliases or list(signature.outputs))}
         try:
             return self.session.run(fetches, feeds)
         except tf.errors.OpError as e:
