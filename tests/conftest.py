@@ -70,3 +70,14 @@ def run_workers(argv: list[str], count: int = 2, timeout: float = 900) -> list[s
     for w, (_, stderr) in zip(workers, outputs):
         assert w.returncode == 0, stderr[-2000:]
     return [stdout for stdout, _ in outputs]
+
+
+def pretraining_records(vocab: str, folder: pathlib.Path, shards: int, dupe_factor: int, seq: int = 64,
+                        predictions: int = 10) -> list[str]:
+    """google-research-format records made from the shipped corpus in `folder`: the shard files, sorted."""
+    from bert_keras.preprocessing import BertPreprocessor
+    from bert_keras.pretraining import MaskingConfig, create_pretraining_data
+    create_pretraining_data([str(FIXTURES / "pretraining_corpus.txt")], BertPreprocessor(vocab), str(folder / "corpus"),
+                            shards, MaskingConfig(max_seq_length=seq, max_predictions_per_seq=predictions,
+                                                  dupe_factor=dupe_factor), seed=1)
+    return sorted(str(p) for p in folder.iterdir())

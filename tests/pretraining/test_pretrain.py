@@ -14,19 +14,16 @@ import keras
 import numpy as np
 import pytest
 
-from conftest import FIXTURES, REPO, run_workers
+from conftest import FIXTURES, REPO, pretraining_records, run_workers
 
 SEQ, PRED = 64, 10
 
 
 @pytest.fixture(scope="module")
 def records(minilm_vocab, tmp_path_factory):
-    from bert_keras.preprocessing import BertPreprocessor
-    from bert_keras.pretraining import MaskingConfig, create_pretraining_data
-    out = tmp_path_factory.mktemp("records") / "corpus"
-    create_pretraining_data([str(FIXTURES / "pretraining_corpus.txt")], BertPreprocessor(minilm_vocab), str(out), 2,
-                            MaskingConfig(max_seq_length=SEQ, max_predictions_per_seq=PRED, dupe_factor=3), seed=1)
-    return str(out.parent)
+    folder = tmp_path_factory.mktemp("records")
+    pretraining_records(minilm_vocab, folder, 2, 3)
+    return str(folder)
 
 
 def command(vocab, records, out, steps=40, *extra):

@@ -9,19 +9,14 @@ import pytest
 import tensorflow as tf
 
 from bert_keras.pretraining import reading_order
-from conftest import FIXTURES
+from conftest import FIXTURES, pretraining_records
 
 SEQ, PRED = 64, 10
 
 
 @pytest.fixture(scope="module")
 def records(minilm_vocab, tmp_path_factory):
-    from bert_keras.preprocessing import BertPreprocessor
-    from bert_keras.pretraining import MaskingConfig, create_pretraining_data
-    out = tmp_path_factory.mktemp("records") / "corpus"
-    create_pretraining_data([str(FIXTURES / "pretraining_corpus.txt")], BertPreprocessor(minilm_vocab), str(out), 3,
-                            MaskingConfig(max_seq_length=SEQ, max_predictions_per_seq=PRED, dupe_factor=2), seed=1)
-    return sorted(str(p) for p in out.parent.iterdir())
+    return pretraining_records(minilm_vocab, tmp_path_factory.mktemp("records"), 3, 2)
 
 
 @pytest.fixture(autouse=True)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from bert_keras.demo import SAMPLES
-from conftest import FIXTURES, run_workers
+from conftest import pretraining_records, run_workers
 
 SEQ, PRED = 64, 10
 
@@ -45,12 +45,7 @@ def test_fine_tuning_pipelines_split_the_examples(minilm_vocab):
 
 @pytest.fixture(scope="module")
 def records(minilm_vocab, tmp_path_factory):
-    from bert_keras.preprocessing import BertPreprocessor
-    from bert_keras.pretraining import MaskingConfig, create_pretraining_data
-    out = tmp_path_factory.mktemp("records") / "corpus"
-    create_pretraining_data([str(FIXTURES / "pretraining_corpus.txt")], BertPreprocessor(minilm_vocab), str(out), 2,
-                            MaskingConfig(max_seq_length=SEQ, max_predictions_per_seq=PRED, dupe_factor=2), seed=1)
-    return sorted(str(p) for p in out.parent.iterdir())
+    return pretraining_records(minilm_vocab, tmp_path_factory.mktemp("records"), 2, 2)
 
 
 @pytest.mark.parametrize("shards", [2, 3])           # every 2nd or 3rd segment of 256 records
