@@ -193,7 +193,8 @@ def cmd_export(args) -> None:
     from savedmodels.export import export_task_model, numeric_versions, write_batching_parameters, \
         write_models_config
     try:
-        model = load_task_model(args.model)
+        from savedmodels.precision import with_precision
+        model = with_precision(load_task_model(args.model), args.precision)
         path = export_task_model(model, args.base_path, args.name, args.version)
     except (FileNotFoundError, FileExistsError, TypeError, ValueError) as e:
         raise CommandError(str(e)) from None
@@ -388,6 +389,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--base-path", required=True, help="TF Serving model base folder (holds <name>/<version>/)")
     p.add_argument("--name", required=True, help="model name in TF Serving")
     p.add_argument("--version", type=int, help="version number (default: the next free one)")
+    p.add_argument("--precision", choices=("fp32", "bf16", "int8"), default="fp32",
+                   help="bf16: bfloat16 weights and matmuls (AVX512_BF16/AMX CPUs); int8: int8 weights, dynamic "
+                        "activation quantization (VNNI CPUs); same signatures and op check")
     p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("export-hub", help="write an encoder as TF Hub-style preprocessor + encoder SavedModels")

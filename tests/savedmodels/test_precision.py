@@ -1,0 +1,48 @@
+"""bf16 and int8 exports: the same raw-text signatures, the stock server's ops (the export's op check), the
+SavedModelBundle path, answers equal to the reduced-precision Keras model and close to fp32; a CPU without the
+instructions gets a warning naming them."""
+
+import keras
+import numpy as np
+import pytest
+
+from bert_keras import PRESETS, BertEncoder, BertPreprocessor
+from bert_keras.tasks import BertClassifier
+from savedmodels import precision
+from savedmodels.export import export_task_model
+from session_path import run_signatures
+
+TEXTS = ["a charming and often affecting journey .", "the plot is thin", "Ünïcödé — “quoted”", "", "ok"]
+
+
+@pytest.fixture(scope="module")
+def model(minilm_vocab):
+    keras.utils.set_random_seed(0)
+    return BertClassifier(BertEncoder(PRESETS["bert_tiny"]), 2, label_names=["neg", "pos"],
+                          preprocessor=BertPreprocessor(minilm_vocab, max_seq_length=64))
+
+
+# bf16: the graph the server runs may fuse and order bfloat16 ops differently from eager Keras (bfloat16 keeps 8
+# bits of mantissa: 2e-3 on logits of ~0.1); int8: the same integer arithmetic.
+@pytest.mark.parametrize("kind,dtype,atol", [("bf16", "bfloat16", 2e-3), ("int8", "int8", 1e-5)])
+def test_reduced_precision_export_runs_on_the_session_path(model, tmp_path, kind, dtype, atol, monkeypatch):
+    monkeypatch.setattr(precision, "cpu_flags", lambda: set(precision.INSTRUCTIONS[kind]))
+    reduced = precision.with_precision(model, kind)
+    assert dtype in {w.dtype for w in reduced.encoder.weights}                  # really stored that way
+    path = export_task_model(reduced, str(tmp_path), kind, keras_file=False)   # includes the op check
+    got = run_signatures([{"path": path, "signature": "serving_default", "inputs": {"text": TEXTS}}])[0]
+    want = reduced.predict(TEXTS, verbose=0)
+    np.testing.assert_allclose(got["logits"], want, atol=atol, rtol=0)
+    fp32 = model.predict(TEXTS, verbose=0)
+    np.testing.assert_allclose(want, fp32, atol=0.05)                          # a tiny model: small logits
+    assert want.argmax(-1).tolist() == fp32.argmax(-1).tolist()
+
+
+def test_missing_instructions_warn_and_unknown_precision_is_refused(model, monkeypatch):
+    monkeypatch.setattr(precision, "cpu_flags", lambda: {"avx2"})
+    assert precision.cpu_support("bf16") == (False, "none of avx512_bf16, amx_bf16")
+    with pytest.warns(UserWarning, match="none of avx512_vnni, avx_vnni, amx_int8.*slower than fp32"):
+        precision.with_precision(model, "int8")
+    with pytest.raises(ValueError, match="precision must be one of fp32, bf16, int8"):
+        precision.with_precision(model, "fp16")
+    assert precision.with_precision(model, "fp32") is model
