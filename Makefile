@@ -1,6 +1,7 @@
 # The two set-up commands (each makes its own virtual environment on first use):
 #   make demo   the main job on embedded defaults
 #   make test   the default test suite (what .ci/run runs)
+#   make test-hub  TF Hub's BERT tutorials (hub.KerasLayer, tf_keras) on export-hub's SavedModels
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -8,7 +9,7 @@ STAMP := $(VENV)/.installed-$(shell cat setup.cfg pyproject.toml | cksum | cut -
 export TF_CPP_MIN_LOG_LEVEL ?= 3
 export HF_HUB_OFFLINE := 1
 
-.PHONY: demo test test-slow benchmark wheel clean
+.PHONY: demo test test-slow test-hub benchmark wheel clean
 
 $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +26,15 @@ test: $(STAMP)
 
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -m slow
+
+# The [hub] extra's pins, added to the venv (a marker remembers; a rebuilt venv redoes it).
+HUB_STAMP := $(VENV)/.hub-installed
+$(HUB_STAMP): $(STAMP)
+	$(PY) -m pip install -q "tensorflow-hub==0.16.1" "tf-keras==2.20.*" "setuptools<80"
+	touch $@
+
+test-hub: $(HUB_STAMP)
+	$(PY) -m pytest -q tests/savedmodels/test_hub_tutorials.py tests/savedmodels/test_hub_preprocessor.py
 
 benchmark: $(STAMP)
 	$(PY) tools/benchmark_encoder.py

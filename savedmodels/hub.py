@@ -2,11 +2,12 @@
 `bert_en_uncased_preprocess` and `bert_en_uncased_L-12_H-768_A-12` (the Reusable SavedModel API), for code
 written against those (`hub.KerasLayer`, `tf.saved_model.load`).
 
-<out>/preprocessor/
+<out>/preprocessor/  (TF Hub's preprocessor API, as bert_en_uncased_preprocess/3 implements it)
   __call__(text [B] string) -> {input_word_ids, input_mask, input_type_ids} int32 [B, seq_length]
-  tokenize(text [B] string) -> RaggedTensor int32 [B, (tokens)]   (TF Hub's is [B, (words), (pieces)]; code
-                                                                    that passes it on to bert_pack_inputs works as is)
-  bert_pack_inputs([a] or [a, b] RaggedTensors [B, (tokens)], seq_length=<export's>) -> the id dict
+  tokenize(text [B] string) -> RaggedTensor int32 [B, (words), (pieces)]: BERT's words, each word's wordpieces
+  tokenize.get_special_tokens_dict() -> {vocab_size, padding_id, start_of_sequence_id, end_of_segment_id, mask_id}
+  bert_pack_inputs([a], [a, b] or [a, b, c], seq_length=<export's>) -> the id dict [B, seq_length], for any
+      seq_length; each segment RaggedTensor int32 [B, (tokens)] or [B, (words), (pieces)]
   signature serving_default: text -> the id dict
 <out>/encoder/
   __call__(id dict [B, S] int32, training=False) -> {pooled_output [B, H], sequence_output [B, S, H],
@@ -19,6 +20,7 @@ the tf.Variables they read, never the Keras objects, so both also load on TF Ser
 
 from __future__ import annotations
 
+import itertools
 import os
 
 import tensorflow as tf
@@ -27,24 +29,74 @@ from bert_keras.encoder import INPUT_NAMES
 from bert_keras.preprocessing.packer import pack_segments
 from savedmodels.saving import save_servable
 
+# bert_pack_inputs takes up to this many segments (TF Hub's bert_en_uncased_preprocess/3: 2).
+MAX_SEGMENTS = 3
+
+
+def _tokens(preprocessor, text):
+    """text [B] -> RaggedTensor [B, (pieces)], with B in the row splits' static shape (TF's shape inference then
+    sees a known batch size through the saved functions, as with TF Hub's)."""
+    ids = preprocessor.tokenize(text)
+    return tf.RaggedTensor.from_row_splits(ids.flat_values, tf.reshape(ids.row_splits, tf.shape(text) + 1),
+                                           validate=False)
+
+
+def _words(preprocessor, ids):
+    """RaggedTensor [B, (pieces)] from the tokenizer -> [B, (words), (pieces)], the words BERT's basic tokenizer
+    made (whitespace and punctuation splits, each CJK character alone): a piece whose vocabulary entry starts with
+    "##" continues the word before it, any other piece starts a word. WordPiece gives "##" pieces only after a
+    word's first piece, and no word begins with "##" ("#" is punctuation, a word of its own; an unknown word is one
+    [UNK]), so every row starts with a word and the nesting is exact."""
+    continues = tf.constant([token.startswith("##") for token in preprocessor.vocab])
+    pieces, row_splits = ids.flat_values, ids.row_splits
+    starts = tf.logical_not(tf.gather(continues, pieces))                                    # [P]
+    word_splits = tf.concat([tf.reshape(tf.where(starts), [-1]), tf.size(pieces, out_type=tf.int64)[None]], 0)
+    words_before = tf.concat([tf.zeros([1], tf.int64), tf.cumsum(tf.cast(starts, tf.int64))], 0)   # [P + 1]
+    return tf.RaggedTensor.from_nested_row_splits(pieces, [tf.gather(words_before, row_splits), word_splits],
+                                                  validate=False)
+
 
 def _preprocessor_module(preprocessor, seq_length: int):
-    """(attributes, signatures) of the preprocessor SavedModel."""
+    """(attributes, signatures) of the preprocessor SavedModel, TF Hub's preprocessor API:
+
+    tokenize(text [B]) -> int32 RaggedTensor [B, (words), (pieces)]
+    tokenize.get_special_tokens_dict() -> {vocab_size, padding_id, start_of_sequence_id, end_of_segment_id,
+                                          mask_id}: scalar int32 tensors
+    bert_pack_inputs(segments, seq_length=<export's>): 1 to 3 segments, each int32 RaggedTensor [B, (tokens)] or
+        [B, (words), (pieces)]; seq_length any int, a scalar argument of the traced functions, as in the
+        Model Garden's export (official/nlp/tools/export_tfhub_lib.py, BertPackInputsSavedModelWrapper), so one
+        SavedModel packs to any length (TF Hub's takes 1 or 2 segments, all of one rank)
+    __call__(text [B]) and signature serving_default: the id dict at the export's seq_length
+    """
     text_spec = tf.TensorSpec([None], tf.string, name="text")
 
     def pack(tokenized_inputs, seq_length=seq_length):
         return pack_segments(list(tokenized_inputs), preprocessor.cls_id, preprocessor.sep_id, seq_length,
-                             max(seq_length, preprocessor.max_seq_length), preprocessor.truncation,
-                             preprocessor.pad_id)
+                             preprocessor.max_seq_length, preprocessor.truncation, preprocessor.pad_id)
 
-    bert_pack_inputs = tf.function(pack)
-    ragged = tf.RaggedTensorSpec([None, None], tf.int32, ragged_rank=1)
-    for k in (1, 2):
-        bert_pack_inputs.get_concrete_function([ragged] * k)
-        bert_pack_inputs.get_concrete_function([ragged] * k, seq_length=seq_length)
-    call = tf.function(lambda text: pack([preprocessor.tokenize(text)]), input_signature=[text_spec])
-    attributes = {"tokenize": tf.function(preprocessor.tokenize, input_signature=[text_spec]),
-                  "bert_pack_inputs": bert_pack_inputs, "__call__": call}
+    # Traced with seq_length a scalar tensor: a call with any int (or none: the default, converted) matches.
+    bert_pack_inputs = tf.function(pack, autograph=False)
+    length = tf.TensorSpec([], tf.int32, name="seq_length")
+    for k in range(1, MAX_SEGMENTS + 1):
+        for ranks in itertools.product((1, 2), repeat=k):       # every mix of [B, (tokens)], [B, (words), (pieces)]
+            segments = [tf.RaggedTensorSpec([None] * (r + 1), tf.int32, ragged_rank=r) for r in ranks]
+            bert_pack_inputs.get_concrete_function(segments, seq_length=length)
+
+    tokenize = tf.__internal__.tracking.AutoTrackable()
+    tokenize.__call__ = tf.function(lambda text: _words(preprocessor, _tokens(preprocessor, text)),
+                                    input_signature=[text_spec], autograph=False)
+    vocab = preprocessor.vocab
+    special = {"vocab_size": len(vocab), "padding_id": preprocessor.pad_id,
+               "start_of_sequence_id": preprocessor.cls_id, "end_of_segment_id": preprocessor.sep_id}
+    if "[MASK]" in vocab:
+        special["mask_id"] = vocab.index("[MASK]")
+    tokenize.get_special_tokens_dict = tf.__internal__.tracking.AutoTrackable()
+    tokenize.get_special_tokens_dict.__call__ = tf.function(
+        lambda: {k: tf.constant(v, tf.int32) for k, v in special.items()}, input_signature=[])
+
+    call = tf.function(lambda text: pack([_tokens(preprocessor, text)]), input_signature=[text_spec],
+                       autograph=False)
+    attributes = {"tokenize": tokenize, "bert_pack_inputs": bert_pack_inputs, "__call__": call}
     return attributes, {"serving_default": call.get_concrete_function()}
 
 

@@ -7,15 +7,17 @@ the tests): both leave every segment at min(length, t) for the largest t that fi
 over, one each, to the earliest segments longer than t. So both names run that closed form, computed per row
 on dense [B, segments] tensors. (HF tokenizers' "longest_first" differs from google-research's when both
 segments must be cut to an odd budget: it gives the extra token to the longer input, google's to the first
-segment.) Length: a fixed `seq_length` (TPUs need static shapes), or None to pad to the longest sequence of
-the batch rounded up to a multiple of 8 (at most `max_seq_length`).
+segment.) Length: a fixed `seq_length` (TPUs need static shapes; a Python int, or a scalar int tensor when
+the length is chosen at call time, as TF Hub's bert_pack_inputs(..., seq_length=N) does), or None to pad to the
+longest sequence of the batch rounded up to a multiple of 8 (at most `max_seq_length`).
 
 Why not TF.Text's RoundRobinTrimmer + combine_segments: they are exact but their RaggedTensor shape checks
 add ~400 graph nodes, and in tf.data the graph runs once per batch. Here one RaggedRange lists, for every
 output token, where it comes from ([CLS], a kept token of a segment, [SEP]), so the work is proportional to
 the tokens, and RaggedTensorToTensor pads once.
 
-Shapes: segments, each RaggedTensor [B, (tokens)] -> dict of int32 [B, L]:
+Shapes: segments, each RaggedTensor [B, (tokens)] (or [B, (words), (pieces)], read as its pieces) -> dict of
+int32 [B, L]:
 input_word_ids, input_mask (1 for tokens), input_type_ids (segment index, 0 for padding).
 """
 
@@ -48,17 +50,35 @@ def kept_lengths(lengths, budget: int):
     return base + tf.cast(longer & (rank < left), tf.int64)
 
 
+def _token_splits(segment):
+    """Row splits [B + 1] into the segment's flat tokens, for [B, (tokens)] or [B, (words), (pieces)] (each row
+    from its first word's first piece to its last word's last piece)."""
+    splits = tf.cast(segment.row_splits, tf.int64)
+    for inner in segment.nested_row_splits[1:]:
+        splits = tf.gather(tf.cast(inner, tf.int64), splits)
+    return splits
+
+
 def pack_segments(segments, cls_id: int, sep_id: int, seq_length: int | None = None,
                   max_seq_length: int = 512, truncation: str = "round_robin", pad_id: int = 0) -> dict:
     if truncation not in TRUNCATIONS:
         raise ValueError(f"truncation must be one of {TRUNCATIONS}, got {truncation!r}")
     k = len(segments)
-    length = seq_length or max_seq_length
-    budget = length - k - 1                                    # room left after [CLS] and one [SEP] each
-    if budget < 0:
-        raise ValueError(f"seq_length {length} is shorter than the {k + 1} special tokens "
-                         f"([CLS] and a [SEP] per segment) of {k} segment(s)")
-    splits = [tf.cast(s.row_splits, tf.int64) for s in segments]
+    if tf.is_tensor(seq_length):                               # a scalar chosen at call time (TF Hub's API)
+        length = tf.cast(seq_length, tf.int64)
+        # A plain Assert op (string data: no cond guard around it).
+        check = tf.debugging.Assert(length >= k + 1, [
+            "seq_length", tf.strings.as_string(length),
+            f"is shorter than the {k + 1} special tokens ([CLS] and a [SEP] per segment) of {k} segment(s)"])
+        with tf.control_dependencies([check]):
+            budget = length - k - 1
+    else:
+        length = seq_length or max_seq_length
+        budget = length - k - 1                                # room left after [CLS] and one [SEP] each
+        if budget < 0:
+            raise ValueError(f"seq_length {length} is shorter than the {k + 1} special tokens "
+                             f"([CLS] and a [SEP] per segment) of {k} segment(s)")
+    splits = [_token_splits(s) for s in segments]
     values = [tf.cast(s.flat_values, tf.int32) for s in segments]
     sizes = [tf.size(v, out_type=tf.int64) for v in values]
     pool = tf.concat(values + [[cls_id, sep_id]], 0)           # every token of the output comes from here
