@@ -219,8 +219,8 @@ def cmd_export_hub(args) -> None:
         paths = export_hub_style(encoder, preprocessor, args.out, args.seq_length)
     except (FileNotFoundError, FileExistsError, ValueError) as e:
         raise CommandError(str(e)) from None
-    print(f"wrote {paths['preprocessor']} (TF Hub preprocessor API: __call__, tokenize, bert_pack_inputs; "
-          f"seq_length {args.seq_length})")
+    print(f"wrote {paths['preprocessor']} (TF Hub preprocessor API: __call__ at seq_length {args.seq_length}, "
+          "tokenize -> [batch, words, pieces], bert_pack_inputs(segments, seq_length=N) for any N)")
     print(f"wrote {paths['encoder']} (TF Hub Reusable SavedModel: __call__(inputs, training), variables)")
 
 
