@@ -4,9 +4,16 @@
                                       [--out benchmarks/results/encoder.json]
 
 All peers run in this process on the same config, sequence length 128 and random weights (throughput does not
-depend on their values). FLOPs are counted analytically (2 per multiply-add: Q/K/V/output projections, attention
-scores and weighted values, feed-forward, pooler) and reported as GFLOP/s and as a share of the machine's fp32
-GEMM peak, measured here as the best of tf.matmul (graph and XLA), NumPy and PyTorch on a 2048^3 product.
+depend on their values), at os.cpu_count() threads. pytorch is transformers' BertModel; onnxruntime and
+onnxruntime_int8 are that same model object exported by torch.onnx.export (opset 17, dynamic batch and sequence
+axes; tools/onnx_peer.py), fp32 and dynamically quantized (quantize_dynamic, QInt8 weights per channel), run by an
+onnxruntime InferenceSession with ORT_ENABLE_ALL, fed the ids PyTorch is fed. Checked before timing, per config
+and batch: ORT fp32's last_hidden_state equals PyTorch's to 1e-4 (asserted); int8's largest difference from fp32
+and its per-token cosine similarity go in the JSON ("onnx_checks"), with ours/ORT speed ratios ("ratios": the
+peer's time over ours, above 1 when ours is faster). FLOPs are counted analytically (2 per multiply-add:
+Q/K/V/output projections, attention scores and weighted values, feed-forward, pooler) and reported as GFLOP/s and
+as a share of the machine's fp32 GEMM peak, measured here as the best of tf.matmul (graph and XLA), NumPy and
+PyTorch on a 2048^3 product.
 Time: median of timed repeats after warm-up.
 """
 
@@ -25,6 +32,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")      # as bert_keras sets it (before TensorFlow loads)
 REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tools"))                 # onnx_peer
 
 SEQ = 128
 CONFIGS = {
@@ -95,18 +103,55 @@ def keras_hub_backbone(c, batch):
     return lambda: fn(x).numpy()
 
 
-def _torch_model(c):
-    import torch
-    from transformers import BertConfig, BertModel
-    torch.set_num_threads(os.cpu_count())
-    return BertModel(BertConfig(vocab_size=30522, **c)).eval()
+class TorchAndOnnx:
+    """One transformers BertModel per config, its ONNX exports (fp32, int8) and their sessions, made on first use:
+    the pytorch and onnxruntime peers run the same weights on the same ids."""
+
+    def __init__(self, c: dict, folder: str, threads: int):
+        self.c, self.folder, self.threads = c, folder, threads
+        self._model, self.paths, self._sessions = None, {}, {}
+
+    @property
+    def model(self):
+        if self._model is None:
+            import torch
+            from transformers import BertConfig, BertModel
+            torch.set_num_threads(self.threads)
+            torch.manual_seed(0)
+            self._model = BertModel(BertConfig(vocab_size=30522, **self.c)).eval()
+        return self._model
+
+    def session(self, precision: str):
+        if precision not in self._sessions:
+            import onnx  # noqa: F401  (an ImportError here skips the peer; torch.onnx.export writes through it)
+            import onnxruntime  # noqa: F401
+
+            import onnx_peer
+            if "fp32" not in self.paths:
+                self.paths["fp32"] = onnx_peer.export(
+                    self.model, ["input_ids", "attention_mask"], "last_hidden_state",
+                    os.path.join(self.folder, f"bert_{self.c['hidden_size']}_{self.c['num_hidden_layers']}.onnx"),
+                    output_axes=(0, 1))
+            if precision == "int8" and "int8" not in self.paths:
+                self.paths["int8"] = onnx_peer.quantize_int8(self.paths["fp32"])
+            self._sessions[precision] = onnx_peer.make_session(self.paths[precision], self.threads)
+        return self._sessions[precision]
+
+    def describe(self) -> dict:
+        import onnx_peer
+        return onnx_peer.describe(self.threads, self.paths.get("fp32"), self.paths.get("int8"))
 
 
-def torch_bert(c, batch):
+def token_ids(batch: int):
+    import numpy as np
+    ids = np.random.default_rng(batch).integers(1000, 30000, (batch, SEQ))
+    return ids.astype("int64"), np.ones((batch, SEQ), "int64")
+
+
+def torch_bert(hf: TorchAndOnnx, batch):
     import torch
-    model = _torch_model(c)
-    ids = torch.randint(1000, 30000, (batch, SEQ))
-    mask = torch.ones_like(ids)
+    model = hf.model
+    ids, mask = (torch.from_numpy(a) for a in token_ids(batch))
 
     def run():
         with torch.inference_mode():
@@ -114,31 +159,23 @@ def torch_bert(c, batch):
     return run
 
 
-def onnx_bert(c, batch, folder):
-    import numpy as np
-    import onnxruntime
-    import torch
-    model = _torch_model(c)
-    path = os.path.join(folder, f"bert_{c['hidden_size']}_{c['num_hidden_layers']}.onnx")
-    if not os.path.exists(path):
-        class ByKeyword(torch.nn.Module):            # transformers 5 reordered forward()'s positional arguments
-            def __init__(self, bert):
-                super().__init__()
-                self.bert = bert
-
-            def forward(self, input_ids, attention_mask):
-                return self.bert(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-
-        ids = torch.randint(1000, 30000, (1, SEQ))
-        torch.onnx.export(ByKeyword(model), (ids, torch.ones_like(ids)), path, input_names=["input_ids", "attention_mask"],
-                          output_names=["last_hidden_state"], dynamo=False,
-                          dynamic_axes={"input_ids": {0: "b"}, "attention_mask": {0: "b"}})
-    options = onnxruntime.SessionOptions()
-    options.intra_op_num_threads = os.cpu_count()
-    session = onnxruntime.InferenceSession(path, options, providers=["CPUExecutionProvider"])
-    feed = {"input_ids": np.random.randint(1000, 30000, (batch, SEQ)).astype("int64"),
-            "attention_mask": np.ones((batch, SEQ), "int64")}
+def onnx_bert(hf: TorchAndOnnx, batch, precision: str):
+    session = hf.session(precision)
+    ids, mask = token_ids(batch)
+    feed = {"input_ids": ids, "attention_mask": mask}
     return lambda: session.run(None, feed)[0]
+
+
+def onnx_check(hf: TorchAndOnnx, batch) -> dict:
+    """ORT fp32 vs PyTorch (asserted to 1e-4) and int8 vs fp32 on the batch the peers are timed on."""
+    import numpy as np
+    reference = torch_bert(hf, batch)()
+    fp32, int8 = onnx_bert(hf, batch, "fp32")(), onnx_bert(hf, batch, "int8")()
+    vs_torch = float(np.abs(fp32 - reference).max())
+    assert vs_torch <= 1e-4, f"ONNX Runtime fp32 last_hidden_state differs from PyTorch's by {vs_torch}"
+    cosine = (fp32 * int8).sum(-1) / (np.linalg.norm(fp32, axis=-1) * np.linalg.norm(int8, axis=-1))
+    return {"fp32_max_difference_vs_torch": vs_torch, "int8_max_difference_vs_fp32": float(np.abs(int8 - fp32).max()),
+            "int8_mean_cosine_vs_fp32": float(cosine.mean()), "int8_min_cosine_vs_fp32": float(cosine.min())}
 
 
 def main():
@@ -156,16 +193,30 @@ def main():
     peaks = gemm_peaks(repeats)
     peak = max(peaks.values())
     print(f"fp32 GEMM 2048^3, GFLOP/s: {peaks}; peak = {peak}")
-    rows = []
+    rows, checks, ratios, onnx_info = [], {}, {}, None
+    threads = os.cpu_count()
     with tempfile.TemporaryDirectory() as onnx_dir:
         for name in args.configs.split(","):
             c = CONFIGS[name]
+            hf = TorchAndOnnx(c, onnx_dir, threads)
             for batch in (int(b) for b in args.batch_sizes.split(",")):
+                try:
+                    check = onnx_check(hf, batch)
+                    checks.setdefault(name, {})[f"batch_{batch}"] = check
+                    onnx_info = hf.describe()
+                    print(f"  {name} B={batch} onnxruntime fp32 vs pytorch max |diff| "
+                          f"{check['fp32_max_difference_vs_torch']:.2e}; int8 vs fp32 max |diff| "
+                          f"{check['int8_max_difference_vs_fp32']:.3f}, "
+                          f"mean cosine {check['int8_mean_cosine_vs_fp32']:.5f}")
+                except ImportError as e:
+                    print(f"  {name} B={batch} onnxruntime check: skipped ({e.name} not installed)")
                 peers = {"ours": lambda: ours(c, batch, False), "ours_xla": lambda: ours(c, batch, True),
                          "keras_hub_xla": lambda: keras_hub_backbone(c, batch),
-                         "pytorch": lambda: torch_bert(c, batch),
-                         "onnxruntime": lambda: onnx_bert(c, batch, onnx_dir)}
+                         "pytorch": lambda: torch_bert(hf, batch),
+                         "onnxruntime": lambda: onnx_bert(hf, batch, "fp32"),
+                         "onnxruntime_int8": lambda: onnx_bert(hf, batch, "int8")}
                 flops = forward_flops(c, batch)
+                timed = {}
                 for peer, make in peers.items():
                     try:
                         run = make()
@@ -176,18 +227,22 @@ def main():
                         print(f"  {name} B={batch} {peer}: skipped ({type(e).__name__}: {str(e)[:200]})")
                         rows.append({"config": name, "batch": batch, "peer": peer, "skipped": str(e)[:500]})
                         continue
-                    seconds = measure(run, repeats, budget)
+                    seconds = timed[peer] = measure(run, repeats, budget)
                     gflops = flops / seconds / 1e9
                     rows.append({"config": name, "batch": batch, "seq": SEQ, "peer": peer,
                                  "ms": round(seconds * 1e3, 2), "sequences_per_s": round(batch / seconds, 1),
                                  "gflop_per_s": round(gflops, 1), "share_of_peak": round(gflops / peak, 3)})
-                    print(f"  {name:<9} B={batch:<3} {peer:<14} {seconds * 1e3:9.1f} ms {batch / seconds:8.1f} seq/s "
+                    print(f"  {name:<9} B={batch:<3} {peer:<16} {seconds * 1e3:9.1f} ms {batch / seconds:8.1f} seq/s "
                           f"{gflops:7.1f} GFLOP/s {100 * gflops / peak:5.1f}% of peak")
+                ratios.setdefault(name, {})[f"batch_{batch}"] = {
+                    f"{a}_over_{b}": round(timed[b] / timed[a], 3) for a in ("ours", "ours_xla")
+                    for b in ("onnxruntime", "onnxruntime_int8", "pytorch") if a in timed and b in timed}
     cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
                platform.processor())
-    report = {"machine": {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(),
-                          "tensorflow": tf.__version__},
-              "gemm_gflop_per_s": peaks, "gemm_peak_gflop_per_s": peak, "quick": args.quick, "runs": rows}
+    report = {"machine": {"cpu": cpu, "cores": os.cpu_count(), "threads": threads,
+                          "python": platform.python_version(), "tensorflow": tf.__version__},
+              "gemm_gflop_per_s": peaks, "gemm_peak_gflop_per_s": peak, "quick": args.quick, "runs": rows,
+              "ratios": ratios, "onnxruntime": onnx_info, "onnx_checks": checks}
     write_json(args.out, report)
     print(f"wrote {args.out}")
 

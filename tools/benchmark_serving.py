@@ -13,13 +13,22 @@ One run, one process (PyTorch in the same process):
 - garden128: the way TF Hub's BERT SavedModels serve: the same weights in the Model Garden's BertEncoder (which
   computes all 128 positions) behind the fixed-128 preprocessor (needs tf-models-official, the [garden] extra);
 - torch: transformers BertTokenizerFast + BertForSequenceClassification on the same weights, padding="longest",
-  softmax, under torch.inference_mode, at 1 thread and at TF's thread count, its best counted.
+  softmax, under torch.inference_mode, at 1 thread and at TF's thread count, its best counted;
+- onnxruntime, onnxruntime_int8: that PyTorch model object exported by torch.onnx.export (opset 17, dynamic batch
+  and sequence axes; tools/onnx_peer.py) and run by an onnxruntime InferenceSession (ORT_ENABLE_ALL,
+  intra_op_num_threads = TF's thread count), fp32 and dynamically quantized (quantize_dynamic, QInt8 weights per
+  channel), with the same BertTokenizerFast, padding="longest", softmax in NumPy. Checked before timing: the HF
+  tokenizer's ids equal our preprocessor's and ORT fp32 logits equal PyTorch's to 1e-4 on the first batch
+  (asserted); int8's largest logit difference from fp32 and its argmax agreement with fp32 over all the
+  sentences go in the JSON ("onnxruntime"), with ours/peer throughput ratios in each batch's row.
 Throughput in sentences/s at batch 1 and 32 over real SST-2 dev sentences, and gRPC latency (p50/p99) with 8
 concurrent clients sending one sentence each through savedmodels.local_server (TF Serving's PredictionService
 protocol and load path over the same SavedModel; the stock server cannot be installed here).
 
---model is a `bert-keras finetune` output folder; by default the real all-MiniLM-L6-v2 encoder gets a fresh
-2-class head (the speed does not depend on the head's values). Sentences: SST-2 dev.tsv from --sentences, else
+--model is a `bert-keras finetune` output folder (its classifier's weights are copied into a transformers
+BertForSequenceClassification for the torch and onnxruntime peers, its vocabulary into a BertTokenizerFast); by
+default the real all-MiniLM-L6-v2 encoder gets a fresh 2-class head (the speed does not depend on the head's
+values) and transformers loads the same Hugging Face folder. Sentences: SST-2 dev.tsv from --sentences, else
 ../shared/data/SST-2/dev.tsv, else the 200 dev sentences shipped in bert_keras/data/samples.
 """
 
@@ -27,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import json
 import os
 import pathlib
 import platform
@@ -39,6 +49,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")      # as bert_keras sets it (before TensorFlow loads)
 REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tools"))                 # onnx_peer
 
 
 def sentences_from(path: str | None) -> tuple[list[str], str]:
@@ -115,27 +126,129 @@ def build(model_folder: str | None):
     return model, pre, folder
 
 
-def torch_peer(folder: str, model):
-    """transformers on the same encoder weights and the same head values, or None when torch is missing."""
+def hf_classifier(model, folder: str | None):
+    """(BertTokenizerFast, BertForSequenceClassification in eval mode) on `model`'s weights, or None when
+    transformers is missing. The encoder comes from the Hugging Face `folder` it was loaded from, else (a --model
+    run) is copied from the Keras encoder (google names -> transformers names, kernels transposed) with the
+    tokenizer on the preprocessor's vocabulary; the head is the Keras model's `logits` layer either way."""
     import numpy as np
     try:
         import torch
-        from transformers import BertForSequenceClassification, BertTokenizerFast
+        from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
     except ImportError:
         return None
-    tokenizer = BertTokenizerFast.from_pretrained(folder)
-    peer = BertForSequenceClassification.from_pretrained(folder, num_labels=2).eval()
     kernel, bias = (np.asarray(w) for w in model.get_layer("logits").weights)
+    if folder:
+        tokenizer = BertTokenizerFast.from_pretrained(folder)
+        peer = BertForSequenceClassification.from_pretrained(folder, num_labels=kernel.shape[1])
+    else:
+        from bert_keras.checkpoints.huggingface import google_name
+        from bert_keras.checkpoints.names import encoder_weights
+        c = model.encoder.config
+        peer = BertForSequenceClassification(BertConfig(
+            vocab_size=c.vocab_size, hidden_size=c.hidden_size, num_hidden_layers=c.num_hidden_layers,
+            num_attention_heads=c.num_attention_heads, intermediate_size=c.intermediate_size, hidden_act=c.hidden_act,
+            max_position_embeddings=c.max_position_embeddings, type_vocab_size=c.type_vocab_size,
+            layer_norm_eps=c.layer_norm_eps, num_labels=kernel.shape[1]))
+        weights = encoder_weights(model.encoder)
+        state = {}
+        for name in peer.state_dict():
+            if not name.startswith("classifier."):
+                google = google_name(name)
+                value = weights[google].T if google.endswith("/kernel") else weights[google]
+                state[name] = torch.from_numpy(np.ascontiguousarray(value))
+        missing = peer.load_state_dict(state, strict=False).missing_keys
+        assert sorted(missing) == ["classifier.bias", "classifier.weight"], missing
+        # A folder for from_pretrained: transformers 5's BertTokenizerFast ignores a vocab_file= argument.
+        vocab = tempfile.mkdtemp(prefix="benchmark_serving_vocab_")
+        with open(os.path.join(vocab, "vocab.txt"), "w", encoding="utf-8") as f:
+            f.write("\n".join(model.preprocessor.vocab) + "\n")
+        with open(os.path.join(vocab, "tokenizer_config.json"), "w", encoding="utf-8") as f:
+            json.dump({"do_lower_case": model.preprocessor.lower_case}, f)
+        tokenizer = BertTokenizerFast.from_pretrained(vocab)
     with torch.no_grad():
         peer.classifier.weight.copy_(torch.from_numpy(kernel.T.copy()))
         peer.classifier.bias.copy_(torch.from_numpy(bias))
+    return tokenizer, peer.eval()
+
+
+def softmax(z):
+    import numpy as np
+    e = np.exp(z - z.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def tokenize(tokenizer, texts, tensors: str):
+    return tokenizer(texts, padding="longest", truncation=True, max_length=128, return_tensors=tensors)
+
+
+def check_tokenizer(tokenizer, pre, texts: list[str]) -> None:
+    """The HF tokenizer gives the ids our preprocessor gives (padding aside), or the peers would not be peers."""
+    import numpy as np
+    ours, theirs = pre(texts), tokenize(tokenizer, texts, "np")
+    for row, (ids, mask) in enumerate(zip(np.asarray(ours["input_word_ids"]), np.asarray(ours["input_mask"]))):
+        hf_ids = theirs["input_ids"][row][theirs["attention_mask"][row] == 1]
+        assert ids[mask == 1].tolist() == hf_ids.tolist(), f"HF tokenizer ids differ from ours on {texts[row]!r}"
+
+
+def torch_peer(tokenizer, peer):
+    """transformers on the same weights: texts -> probabilities; .logits(texts) for the checks."""
+    import torch
+
+    def logits(texts):
+        with torch.inference_mode():
+            return peer(**tokenize(tokenizer, texts, "pt")).logits
 
     def run(texts):
-        with torch.inference_mode():
-            batch = tokenizer(texts, padding="longest", truncation=True, max_length=128, return_tensors="pt")
-            return torch.softmax(peer(**batch).logits, -1).numpy()
+        return torch.softmax(logits(texts), -1).numpy()
+    run.logits = lambda texts: logits(texts).numpy()
     run.set_threads = torch.set_num_threads
     return run
+
+
+def onnx_peers(tokenizer, peer, threads: int, work: str):
+    """{"onnxruntime": fp32, "onnxruntime_int8": int8} runners over `peer` (the torch peer's model object) exported
+    to ONNX, plus the description for the JSON; None when onnxruntime (or onnx) is missing."""
+    import numpy as np
+    try:
+        import onnx  # noqa: F401  (torch.onnx.export writes through it)
+        import onnxruntime  # noqa: F401
+    except ImportError:
+        return None
+    import onnx_peer
+    names = ["input_ids", "attention_mask", "token_type_ids"]
+    fp32 = onnx_peer.export(peer, names, "logits", os.path.join(work, "classifier.onnx"))
+    int8 = onnx_peer.quantize_int8(fp32)
+
+    def runner(session):
+        def logits(texts):
+            batch = tokenize(tokenizer, texts, "np")
+            return session.run(["logits"], {n: batch[n].astype(np.int64) for n in names})[0]
+
+        def run(texts):
+            return softmax(logits(texts))
+        run.logits = logits
+        return run
+    runs = {"onnxruntime": runner(onnx_peer.make_session(fp32, threads)),
+            "onnxruntime_int8": runner(onnx_peer.make_session(int8, threads))}
+    return runs, onnx_peer.describe(threads, fp32, int8)
+
+
+def onnx_checks(runs: dict, torch_run, texts: list[str], first: int) -> dict:
+    """ORT fp32 against PyTorch on the first batch (asserted to 1e-4), int8 against fp32 over every sentence."""
+    import numpy as np
+    reference, fp32 = torch_run.logits(texts[:first]), runs["onnxruntime"].logits(texts[:first])
+    vs_torch = float(np.abs(fp32 - reference).max())
+    assert vs_torch <= 1e-4, f"ONNX Runtime fp32 logits differ from PyTorch's by {vs_torch} on the first batch"
+    chunks = [texts[i:i + 32] for i in range(0, len(texts), 32)]
+    full = np.concatenate([runs["onnxruntime"].logits(b) for b in chunks])
+    int8 = np.concatenate([runs["onnxruntime_int8"].logits(b) for b in chunks])
+    return {"fp32_max_logit_difference_vs_torch": vs_torch, "fp32_checked_sentences": first,
+            "max_abs_logit": float(np.abs(full).max()),     # the scale the differences are read against
+            "int8_max_logit_difference_vs_fp32": float(np.abs(int8 - full).max()),
+            "int8_max_probability_difference_vs_fp32": float(np.abs(softmax(int8) - softmax(full)).max()),
+            "int8_argmax_agreement_vs_fp32": float(np.mean(int8.argmax(-1) == full.argmax(-1))),
+            "int8_checked_sentences": len(texts)}
 
 
 def garden_export(model, fixed, path: str) -> str | None:
@@ -205,13 +318,26 @@ def main(argv=None) -> None:
              for name, path in exports}
     garden_agreement = (float(np.abs(peers["ours"](texts[:32]) - peers["garden128"](texts[:32])).max())
                         if garden_path else None)
-    torch_run = torch_peer(hf_folder, model) if hf_folder else None
+    batch_sizes = [int(b) for b in args.batch_sizes.split(",")]
+    hf = hf_classifier(model, hf_folder)
+    if hf:
+        check_tokenizer(hf[0], pre, texts[:max(batch_sizes)])
+    torch_run = torch_peer(*hf) if hf else None
+    onnx = onnx_peers(*hf, threads, work) if hf else None
     if torch_run:
         peers["torch"] = torch_run
         sample = texts[:32]
         agreement = float(np.abs(peers["ours"](sample) - torch_run(sample)).max())
+    onnx_report = None
+    if onnx:
+        runs, onnx_report = onnx
+        onnx_report.update(onnx_checks(runs, torch_run, texts, max(batch_sizes)))
+        print("onnxruntime: fp32 vs torch max |logit diff| {fp32_max_logit_difference_vs_torch:.2e}; int8 vs fp32 "
+              "{int8_max_logit_difference_vs_fp32:.3f}, argmax agreement {int8_argmax_agreement_vs_fp32:.4f} over "
+              "{int8_checked_sentences} sentences".format(**onnx_report), flush=True)
+        peers.update(runs)
     results = {}
-    for batch in (int(b) for b in args.batch_sizes.split(",")):
+    for batch in batch_sizes:
         row = results.setdefault(f"batch_{batch}", {})
         for name, fn in peers.items():
             if name == "torch":      # its best thread count: OpenMP spin-waiting makes 2 threads slower on a busy host
@@ -221,12 +347,13 @@ def main(argv=None) -> None:
                 row[name] = max(row[f"torch_threads_{t}"] for t in {1, threads})
             else:
                 row[name] = throughput(fn, texts, batch, budget)
-            print(f"batch {batch:>3} {name:<9} {row[name]:8.1f} sentences/s", flush=True)
+            print(f"batch {batch:>3} {name:<16} {row[name]:8.1f} sentences/s", flush=True)
         row["ours_over_fixed128"] = row["ours"] / row["fixed128"]
         if "garden128" in row:
             row["ours_over_garden128"] = row["ours"] / row["garden128"]
-        if "torch" in row:
-            row["ours_over_torch"] = row["ours"] / row["torch"]
+        for peer in ("torch", "onnxruntime", "onnxruntime_int8"):
+            if peer in row:
+                row[f"ours_over_{peer}"] = row["ours"] / row[peer]
     latency = grpc_latency(os.path.join(work, "ours"), "ours", texts, clients=8, requests=20 if args.quick else 100)
     print(f"gRPC, 8 clients, batch 1: p50 {latency['p50_ms']:.1f} ms, p99 {latency['p99_ms']:.1f} ms, "
           f"{latency['requests_per_second']:.1f} requests/s")
@@ -234,7 +361,7 @@ def main(argv=None) -> None:
               "mean_words": float(np.mean([len(t.split()) for t in texts])), "model": args.model or "all-MiniLM-L6-v2",
               "throughput_sentences_per_second": results, "grpc": latency,
               "max_probability_difference_vs_torch": agreement if torch_run else None,
-              "max_probability_difference_vs_garden128": garden_agreement,
+              "max_probability_difference_vs_garden128": garden_agreement, "onnxruntime": onnx_report,
               "host": {"cpus": os.cpu_count(), "threads": threads, "python": platform.python_version(),
                        "tensorflow": tf.__version__}, "seconds_per_measurement": budget}
     write_json(args.out, report)
