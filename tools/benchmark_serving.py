@@ -21,9 +21,14 @@ One run, one process (PyTorch in the same process):
   tokenizer's ids equal our preprocessor's and ORT fp32 logits equal PyTorch's to 1e-4 on the first batch
   (asserted); int8's largest logit difference from fp32 and its argmax agreement with fp32 over all the
   sentences go in the JSON ("onnxruntime"), with ours/peer throughput ratios in each batch's row.
+- ours_bf16, ours_int8: the same model through `bert-keras export --precision bf16|int8` (savedmodels/precision.py),
+  with the accuracy of each precision's SavedModel on the labelled sentences and its drop from fp32 ("accuracy";
+  meaningful with a fine-tuned --model), and whether the CPU has the instructions ("cpu_flags",
+  "precision_native").
 Throughput in sentences/s at batch 1 and 32 over real SST-2 dev sentences, and gRPC latency (p50/p99) with 8
 concurrent clients sending one sentence each through savedmodels.local_server (TF Serving's PredictionService
-protocol and load path over the same SavedModel; the stock server cannot be installed here).
+protocol and load path over the same SavedModel; the stock server cannot be installed here), without and with
+server-side batching (the batching_parameters.txt `bert-keras export` writes).
 
 --model is a `bert-keras finetune` output folder (its classifier's weights are copied into a transformers
 BertForSequenceClassification for the torch and onnxruntime peers, its vocabulary into a BertTokenizerFast); by
@@ -52,7 +57,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tools"))                 # onnx_peer
 
 
-def sentences_from(path: str | None) -> tuple[list[str], str]:
+def sentences_from(path: str | None) -> tuple[list[str], str, list[int]]:
     from bert_keras.data import read_glue
     from bert_keras.demo import SAMPLES
     candidates = [path] if path else [str(REPO.parent / "shared" / "data" / "SST-2" / "dev.tsv"),
@@ -60,7 +65,7 @@ def sentences_from(path: str | None) -> tuple[list[str], str]:
     for candidate in candidates:
         if candidate and os.path.exists(candidate):
             examples, _ = read_glue("sst-2", candidate)
-            return [e.text_a for e in examples], candidate
+            return [e.text_a for e in examples], candidate, [e.label for e in examples]
     raise FileNotFoundError(f"no SST-2 dev.tsv at {candidates}")
 
 
@@ -78,10 +83,10 @@ def throughput(fn, texts: list[str], batch: int, budget_s: float) -> float:
                 return done / (time.perf_counter() - start)
 
 
-def grpc_latency(base_path: str, name: str, texts: list[str], clients: int, requests: int) -> dict:
+def grpc_latency(base_path: str, name: str, texts: list[str], clients: int, requests: int, batching=None) -> dict:
     from savedmodels.client import ServingClient
     from savedmodels.local_server import start_server
-    server, port = start_server({name: base_path}, workers=clients)
+    server, port = start_server({name: base_path}, workers=clients, batching=batching)
     try:
         stubs = [ServingClient(f"127.0.0.1:{port}", name) for _ in range(clients)]
         # The measured request, once a client: a session builds one executor per set of fed and fetched tensors, so
@@ -299,10 +304,12 @@ def main(argv=None) -> None:
 
     from bert_keras.atomic import write_json
     from bert_keras.preprocessing import BertPreprocessor
-    from savedmodels.export import export_task_model
+    from savedmodels.batching import BatchingParameters
+    from savedmodels.export import export_task_model, write_batching_parameters
+    from savedmodels.precision import PRECISIONS, cpu_flags, cpu_support, with_precision
     from savedmodels.session_bundle import SessionBundle
 
-    texts, source = sentences_from(args.sentences)
+    texts, source, labels = sentences_from(args.sentences)
     model, pre, hf_folder = build(args.model)
     threads = tf.config.threading.get_intra_op_parallelism_threads() or os.cpu_count()
     fixed = BertPreprocessor.from_config({**pre.get_config(), "seq_length": 128, "name": "fixed128"})
@@ -310,6 +317,9 @@ def main(argv=None) -> None:
     ours_path = export_task_model(model, work, "ours", keras_file=False)
     fixed_path = export_task_model(model.with_preprocessor(fixed), work, "fixed128", keras_file=False)
     exports = [("ours", ours_path), ("fixed128", fixed_path)]
+    for kind in PRECISIONS[1:]:                       # the same model exported in bf16 and int8 (export --precision)
+        exports.append((f"ours_{kind}", export_task_model(with_precision(model, kind), work, f"ours_{kind}",
+                                                          keras_file=False)))
     garden_path = garden_export(model, fixed, work)
     if garden_path:
         exports.append(("garden128", garden_path))
@@ -318,6 +328,14 @@ def main(argv=None) -> None:
              for name, path in exports}
     garden_agreement = (float(np.abs(peers["ours"](texts[:32]) - peers["garden128"](texts[:32])).max())
                         if garden_path else None)
+    # Accuracy of each precision on the labelled sentences, through its SavedModel on the session path.
+    accuracy = {}
+    for name in ["ours"] + [f"ours_{kind}" for kind in PRECISIONS[1:]]:
+        predicted = np.concatenate([peers[name](texts[i:i + 64]).argmax(-1) for i in range(0, len(texts), 64)])
+        accuracy[name] = float((predicted == np.array(labels)).mean())
+        if name != "ours":
+            accuracy[f"{name}_drop_points"] = 100 * (accuracy["ours"] - accuracy[name])
+        print(f"{name:<10} accuracy {accuracy[name]:.4f} on {len(texts)} labelled sentences", flush=True)
     batch_sizes = [int(b) for b in args.batch_sizes.split(",")]
     hf = hf_classifier(model, hf_folder)
     if hf:
@@ -353,13 +371,25 @@ def main(argv=None) -> None:
             row["ours_over_garden128"] = row["ours"] / row["garden128"]
         for peer in ("torch", "onnxruntime", "onnxruntime_int8"):
             if peer in row:
-                row[f"ours_over_{peer}"] = row["ours"] / row[peer]
-    latency = grpc_latency(os.path.join(work, "ours"), "ours", texts, clients=8, requests=20 if args.quick else 100)
-    print(f"gRPC, 8 clients, batch 1: p50 {latency['p50_ms']:.1f} ms, p99 {latency['p99_ms']:.1f} ms, "
-          f"{latency['requests_per_second']:.1f} requests/s")
+                for ours in ["ours"] + [f"ours_{kind}" for kind in PRECISIONS[1:]]:
+                    row[f"{ours}_over_{peer}"] = row[ours] / row[peer]
+    requests = 20 if args.quick else 100
+    latency = grpc_latency(os.path.join(work, "ours"), "ours", texts, clients=8, requests=requests)
+    # Server-side batching with the parameters `bert-keras export` writes (batching_parameters.txt).
+    batching = BatchingParameters.read(write_batching_parameters(work))
+    batched = grpc_latency(os.path.join(work, "ours"), "ours", texts, clients=8, requests=requests,
+                           batching=batching)
+    batched["batching_parameters"] = batching.to_text()
+    for label, run in (("unbatched", latency), ("batched", batched)):
+        print(f"gRPC, 8 clients, batch 1, {label}: p50 {run['p50_ms']:.1f} ms, p99 {run['p99_ms']:.1f} ms, "
+              f"{run['requests_per_second']:.1f} requests/s", flush=True)
     report = {"benchmark": "serving", "sentences": source, "num_sentences": len(texts),
               "mean_words": float(np.mean([len(t.split()) for t in texts])), "model": args.model or "all-MiniLM-L6-v2",
-              "throughput_sentences_per_second": results, "grpc": latency,
+              "throughput_sentences_per_second": results, "grpc": latency, "grpc_batched": batched,
+              "accuracy": accuracy,
+              "cpu_flags": sorted(cpu_flags() & {"avx2", "avx512f", "avx512_bf16", "amx_bf16", "avx512_vnni",
+                                                 "avx_vnni", "amx_int8"}),
+              "precision_native": {kind: cpu_support(kind) for kind in PRECISIONS},
               "max_probability_difference_vs_torch": agreement if torch_run else None,
               "max_probability_difference_vs_garden128": garden_agreement, "onnxruntime": onnx_report,
               "host": {"cpus": os.cpu_count(), "threads": threads, "python": platform.python_version(),
