@@ -1,5 +1,6 @@
 """The README's notebook snippet runs as written (load the fine-tuned model.keras, predict on text, classify,
-fine-tune and evaluate on text), against a tiny `bert-keras finetune` run in runs/sst2 of a scratch folder."""
+fine-tune and evaluate on text), against a tiny `bert-keras finetune` run in runs/sst2 of a scratch folder; the
+README's export commands work from that one file."""
 
 import re
 import subprocess
@@ -25,3 +26,28 @@ def test_notebook_snippet_runs_as_written(minilm_vocab, tmp_path):
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path,
                          env={"PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "3", "PATH": "/usr/bin:/bin"})
     assert run.returncode == 0, run.stderr[-3000:]
+
+
+def test_every_command_works_from_the_one_file(minilm_vocab, tmp_path):
+    """`bert-keras export` (also --precision int8) and `export-hub` take the finetune run's model.keras alone."""
+    import keras
+    import numpy as np
+
+    from bert_keras.cli import main
+    from savedmodels.session_bundle import SessionBundle
+    run = tmp_path / "runs" / "sst2"
+    assert main(["finetune", "--quiet", "--task", "sst-2", "--model", "bert_tiny", "--vocab", minilm_vocab,
+                 "--train", f"{SAMPLES}/sst2_train.tsv", "--out", str(run), "--epochs", "1", "--batch-size", "16",
+                 "--max-train-examples", "32"]) == 0
+    assert sorted(p.name for p in run.iterdir() if p.is_file()) == ["metrics.json", "model.keras",
+                                                                    "training_curves.png"]
+    model = keras.models.load_model(run / "model.keras")
+    texts = ["a gorgeous film", "a waste of time", ""]
+    for name, flags in (("fp32", []), ("int8", ["--precision", "int8"])):
+        assert main(["export", "--model", str(run / "model.keras"), "--base-path", str(tmp_path / "serving"),
+                     "--name", name, *flags]) == 0
+        served = SessionBundle(str(tmp_path / "serving" / name / "1")).run("serving_default", {"text": texts})
+        np.testing.assert_allclose(served["logits"], model.predict(texts, verbose=0), atol=1e-5 if name == "fp32"
+                                   else 0.05)
+    assert (tmp_path / "serving" / "batching_parameters.txt").exists()
+    assert main(["export-hub", "--model", str(run / "model.keras"), "--out", str(tmp_path / "hub")]) == 0
