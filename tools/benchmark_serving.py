@@ -16,11 +16,12 @@ One run, one process (PyTorch in the same process):
   softmax, under torch.inference_mode, at 1 thread and at TF's thread count, its best counted;
 - onnxruntime, onnxruntime_int8: that PyTorch model object exported by torch.onnx.export (opset 17, dynamic batch
   and sequence axes; tools/onnx_peer.py) and run by an onnxruntime InferenceSession (ORT_ENABLE_ALL,
-  intra_op_num_threads = TF's thread count), fp32 and dynamically quantized (quantize_dynamic, QInt8 weights per
-  channel), with the same BertTokenizerFast, padding="longest", softmax in NumPy. Checked before timing: the HF
-  tokenizer's ids equal our preprocessor's and ORT fp32 logits equal PyTorch's to 1e-4 on the first batch
-  (asserted); int8's largest logit difference from fp32 and its argmax agreement with fp32 over all the
-  sentences go in the JSON ("onnxruntime"), with ours/peer throughput ratios in each batch's row.
+  intra_op_num_threads at 1 and at TF's thread count, its best counted, as for torch), fp32 and dynamically
+  quantized (quantize_dynamic, QInt8 weights per channel), with the same BertTokenizerFast, padding="longest",
+  softmax in NumPy. Checked before timing: the HF tokenizer's ids equal our preprocessor's and ORT fp32 logits
+  equal PyTorch's to 1e-4 on the first batch (asserted); int8's largest logit difference from fp32 and its argmax
+  agreement with fp32 over all the sentences go in the JSON ("onnxruntime"), with ours/peer throughput ratios in
+  each batch's row.
 - ours_bf16, ours_int8: the same model through `bert-keras export --precision bf16|int8` (savedmodels/precision.py),
   with the accuracy of each precision's SavedModel on the labelled sentences and its drop from fp32 ("accuracy";
   meaningful with a fine-tuned --model), and whether the CPU has the instructions ("cpu_flags",
@@ -225,17 +226,20 @@ def onnx_peers(tokenizer, peer, threads: int, work: str):
     fp32 = onnx_peer.export(peer, names, "logits", os.path.join(work, "classifier.onnx"))
     int8 = onnx_peer.quantize_int8(fp32)
 
-    def runner(session):
+    def runner(path):
+        sessions = {t: onnx_peer.make_session(path, t) for t in {1, threads}}
+        current = [sessions[threads]]
+
         def logits(texts):
             batch = tokenize(tokenizer, texts, "np")
-            return session.run(["logits"], {n: batch[n].astype(np.int64) for n in names})[0]
+            return current[0].run(["logits"], {n: batch[n].astype(np.int64) for n in names})[0]
 
         def run(texts):
             return softmax(logits(texts))
         run.logits = logits
+        run.set_threads = lambda t: current.__setitem__(0, sessions[t])
         return run
-    runs = {"onnxruntime": runner(onnx_peer.make_session(fp32, threads)),
-            "onnxruntime_int8": runner(onnx_peer.make_session(int8, threads))}
+    runs = {"onnxruntime": runner(fp32), "onnxruntime_int8": runner(int8)}
     return runs, onnx_peer.describe(threads, fp32, int8)
 
 
@@ -358,11 +362,14 @@ def main(argv=None) -> None:
     for batch in batch_sizes:
         row = results.setdefault(f"batch_{batch}", {})
         for name, fn in peers.items():
-            if name == "torch":      # its best thread count: OpenMP spin-waiting makes 2 threads slower on a busy host
+            # torch and onnxruntime at their best thread count: their workers spin-wait, which makes 2 threads
+            # slower than 1 on a busy host (TF's pool does not; ours runs at `threads`)
+            if hasattr(fn, "set_threads"):
                 for t in sorted({1, threads}):
                     fn.set_threads(t)
-                    row[f"torch_threads_{t}"] = throughput(fn, texts, batch, budget)
-                row[name] = max(row[f"torch_threads_{t}"] for t in {1, threads})
+                    row[f"{name}_threads_{t}"] = throughput(fn, texts, batch, budget)
+                fn.set_threads(threads)
+                row[name] = max(row[f"{name}_threads_{t}"] for t in {1, threads})
             else:
                 row[name] = throughput(fn, texts, batch, budget)
             print(f"batch {batch:>3} {name:<16} {row[name]:8.1f} sentences/s", flush=True)
