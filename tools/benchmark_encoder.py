@@ -3,19 +3,18 @@
     python tools/benchmark_encoder.py [--configs minilm,bert_base] [--batch-sizes 1,32] [--quick]
                                       [--out benchmarks/results/encoder.json]
 
-All peers run in this process on the same config, sequence length 128 and random weights (throughput does not
-depend on their values), at os.cpu_count() threads; pytorch and the onnxruntime peers, whose workers spin-wait
-(so that on a busy host 2 threads run slower than 1), at 1 thread too, their best counted (ms_by_threads in the
-row). pytorch is transformers' BertModel; onnxruntime and
-onnxruntime_int8 are that same model object exported by torch.onnx.export (opset 17, dynamic batch and sequence
-axes; tools/onnx_peer.py), fp32 and dynamically quantized (quantize_dynamic, QInt8 weights per channel), run by an
-onnxruntime InferenceSession with ORT_ENABLE_ALL, fed the ids PyTorch is fed. Checked before timing, per config
-and batch: ORT fp32's last_hidden_state equals PyTorch's to 1e-4 (asserted); int8's largest difference from fp32
-and its per-token cosine similarity go in the JSON ("onnx_checks"), with ours/ORT speed ratios ("ratios": the
-peer's time over ours, above 1 when ours is faster). FLOPs are counted analytically (2 per multiply-add:
-Q/K/V/output projections, attention scores and weighted values, feed-forward, pooler) and reported as GFLOP/s and
-as a share of the machine's fp32 GEMM peak, measured here as the best of tf.matmul (graph and XLA), NumPy and
-PyTorch on a 2048^3 product.
+All peers run in this process on the same config, sequence length 128 and random weights (throughput does not depend
+on their values), at os.cpu_count() threads; pytorch and the onnxruntime peers, whose workers spin-wait (so that on
+a busy host 2 threads run slower than 1), at 1 thread too, their best counted (ms_by_threads in the row). pytorch is
+transformers' BertModel; onnxruntime and onnxruntime_int8 are that same model object exported by torch.onnx.export
+(opset 17, dynamic batch and sequence axes; tools/onnx_peer.py), fp32 and dynamically quantized (quantize_dynamic,
+QInt8 weights per channel), run by an onnxruntime InferenceSession with ORT_ENABLE_ALL, fed the ids PyTorch is fed.
+Checked before timing, per config and batch: ORT fp32's last_hidden_state equals PyTorch's to 1e-4 (asserted);
+int8's largest difference from fp32 and its per-token cosine similarity go in the JSON ("onnx_checks"), with
+ours/ORT speed ratios ("ratios": the peer's time over ours, above 1 when ours is faster; *_threads_N: the peer at
+ours' thread count). FLOPs are counted analytically (2 per multiply-add: Q/K/V/output projections, attention scores
+and weighted values, feed-forward, pooler) and reported as GFLOP/s and as a share of the machine's fp32 GEMM peak,
+measured here as the best of tf.matmul (graph and XLA), NumPy and PyTorch on a 2048^3 product.
 Time: median of timed repeats after warm-up.
 """
 
@@ -250,9 +249,13 @@ def main():
                         rows[-1]["ms_by_threads"] = {t: round(v * 1e3, 2) for t, v in by_threads.items()}
                     print(f"  {name:<9} B={batch:<3} {peer:<16} {seconds * 1e3:9.1f} ms {batch / seconds:8.1f} seq/s "
                           f"{gflops:7.1f} GFLOP/s {100 * gflops / peak:5.1f}% of peak")
-                ratios.setdefault(name, {})[f"batch_{batch}"] = {
+                ratio = ratios.setdefault(name, {})[f"batch_{batch}"] = {
                     f"{a}_over_{b}": round(timed[b] / timed[a], 3) for a in ("ours", "ours_xla")
                     for b in ("onnxruntime", "onnxruntime_int8", "pytorch") if a in timed and b in timed}
+                for row in rows:     # and at ours' own thread count, which the best-of need not be
+                    if (row["config"], row["batch"]) == (name, batch) and "ms_by_threads" in row and "ours" in timed:
+                        ratio[f"ours_over_{row['peer']}_threads_{threads}"] = round(
+                            row["ms_by_threads"][threads] / 1e3 / timed["ours"], 3)
     cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
                platform.processor())
     report = {"machine": {"cpu": cpu, "cores": os.cpu_count(), "threads": threads,

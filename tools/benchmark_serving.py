@@ -380,6 +380,8 @@ def main(argv=None) -> None:
             if peer in row:
                 for ours in ["ours"] + [f"ours_{kind}" for kind in PRECISIONS[1:]]:
                     row[f"{ours}_over_{peer}"] = row[ours] / row[peer]
+                # and at ours' own thread count, which the best-of above need not be
+                row[f"ours_over_{peer}_threads_{threads}"] = row["ours"] / row[f"{peer}_threads_{threads}"]
     requests = 20 if args.quick else 100
     latency = grpc_latency(os.path.join(work, "ours"), "ours", texts, clients=8, requests=requests)
     # Server-side batching with the parameters `bert-keras export` writes (batching_parameters.txt).
