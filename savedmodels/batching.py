@@ -30,7 +30,7 @@ from typing import Callable
 import grpc
 import numpy as np
 
-from savedmodels.session_bundle import ServingError
+from savedmodels.errors import ServingError
 
 
 @dataclasses.dataclass(frozen=True)

@@ -36,7 +36,8 @@ import grpc
 from tensorflow_serving.apis import get_model_metadata_pb2, prediction_service_pb2_grpc
 
 from savedmodels.export import numeric_versions
-from savedmodels.session_bundle import LoadError, ServingError, SessionBundle
+from savedmodels.errors import LoadError, ServingError
+from savedmodels.session_bundle import SessionBundle
 
 log = logging.getLogger("savedmodels.local_server")
 

@@ -30,6 +30,8 @@ import tensorflow_text  # noqa: F401  (registers TF.Text's kernels, as the model
 from tensorflow.python.util import deprecation
 from tensorflow_serving.apis import classification_pb2, predict_pb2, prediction_log_pb2, regression_pb2
 
+from savedmodels.errors import LoadError, ServingError
+
 PREDICT = "tensorflow/serving/predict"
 CLASSIFY = "tensorflow/serving/classify"
 REGRESS = "tensorflow/serving/regress"
@@ -42,18 +44,6 @@ def _is_text(value) -> bool:
     while isinstance(value, (list, tuple)) and value:
         value = value[0]
     return isinstance(value, (str, bytes))
-
-
-class ServingError(Exception):
-    """A request the servable refuses: a gRPC status code and TF Serving's message."""
-
-    def __init__(self, code: grpc.StatusCode, message: str):
-        super().__init__(message)
-        self.code, self.message = code, message
-
-
-class LoadError(RuntimeError):
-    """A version that cannot be served (load, restore or warmup failed); the message says which and why."""
 
 
 def _first_line(error: Exception) -> str:
