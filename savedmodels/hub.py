@@ -41,21 +41,6 @@ def _tokens(preprocessor, text):
                                            validate=False)
 
 
-def _words(preprocessor, ids):
-    """RaggedTensor [B, (pieces)] from the tokenizer -> [B, (words), (pieces)], the words BERT's basic tokenizer
-    made (whitespace and punctuation splits, each CJK character alone): a piece whose vocabulary entry starts with
-    "##" continues the word before it, any other piece starts a word. WordPiece gives "##" pieces only after a
-    word's first piece, and no word begins with "##" ("#" is punctuation, a word of its own; an unknown word is one
-    [UNK]), so every row starts with a word and the nesting is exact."""
-    continues = tf.constant([token.startswith("##") for token in preprocessor.vocab])
-    pieces, row_splits = ids.flat_values, ids.row_splits
-    starts = tf.logical_not(tf.gather(continues, pieces))                                    # [P]
-    word_splits = tf.concat([tf.reshape(tf.where(starts), [-1]), tf.size(pieces, out_type=tf.int64)[None]], 0)
-    words_before = tf.concat([tf.zeros([1], tf.int64), tf.cumsum(tf.cast(starts, tf.int64))], 0)   # [P + 1]
-    return tf.RaggedTensor.from_nested_row_splits(pieces, [tf.gather(words_before, row_splits), word_splits],
-                                                  validate=False)
-
-
 def _preprocessor_module(preprocessor, seq_length: int):
     """(attributes, signatures) of the preprocessor SavedModel, TF Hub's preprocessor API:
 
@@ -83,7 +68,7 @@ def _preprocessor_module(preprocessor, seq_length: int):
             bert_pack_inputs.get_concrete_function(segments, seq_length=length)
 
     tokenize = tf.__internal__.tracking.AutoTrackable()
-    tokenize.__call__ = tf.function(lambda text: _words(preprocessor, _tokens(preprocessor, text)),
+    tokenize.__call__ = tf.function(lambda text: preprocessor.words(_tokens(preprocessor, text)),
                                     input_signature=[text_spec], autograph=False)
     vocab = preprocessor.vocab
     special = {"vocab_size": len(vocab), "padding_id": preprocessor.pad_id,

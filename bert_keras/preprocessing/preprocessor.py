@@ -61,6 +61,22 @@ class BertPreprocessor(keras.layers.Layer):
         return self.tokenizer.tokenize_with_offsets(text)
 
     @tf.autograph.experimental.do_not_convert
+    def words(self, ids):
+        """RaggedTensor [B, (pieces)] from `tokenize` -> [B, (words), (pieces)], the words BERT's basic tokenizer
+        made (whitespace and punctuation splits, each CJK character alone): a piece whose vocabulary entry starts
+        with "##" continues the word before it, any other piece starts a word. WordPiece gives "##" pieces only
+        after a word's first piece, and no word begins with "##" ("#" is punctuation, a word of its own; an
+        unknown word is one [UNK]), so every row starts with a word and the nesting is exact. (TF Hub's tokenize
+        shape; the tagger's entities are spans of these words.)"""
+        continues = tf.constant([token.startswith("##") for token in self.vocab])
+        pieces, row_splits = ids.flat_values, ids.row_splits
+        starts = tf.logical_not(tf.gather(continues, pieces))                                    # [P]
+        word_splits = tf.concat([tf.reshape(tf.where(starts), [-1]), tf.size(pieces, out_type=tf.int64)[None]], 0)
+        words_before = tf.concat([tf.zeros([1], tf.int64), tf.cumsum(tf.cast(starts, tf.int64))], 0)   # [P + 1]
+        return tf.RaggedTensor.from_nested_row_splits(pieces, [tf.gather(words_before, row_splits), word_splits],
+                                                      validate=False)
+
+    @tf.autograph.experimental.do_not_convert
     def pack(self, segments) -> dict:
         """Token-id segments (RaggedTensors [B, (tokens)]) -> the id dict, with this layer's length rules."""
         return pack_segments(list(segments), self.cls_id, self.sep_id, self.seq_length, self.max_seq_length,

@@ -59,4 +59,3 @@ def answer_text(contexts, start, end):
     """The answer strings: bytes [start, end) of each context ("" where start is -1)."""
     start = tf.maximum(start, 0)
     return tf.strings.substr(contexts, start, tf.maximum(end - start, 0))
-

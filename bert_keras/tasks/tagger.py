@@ -110,12 +110,12 @@ class BertTagger(TaskModel):
         ids, starts, ends = ids[:, :budget], starts[:, :budget], ends[:, :budget]
         best = tf.argmax(self(x, training=False), axis=-1)[:, 1:]                  # drop [CLS]
         labels = tf.gather(tf.constant(self.label_names), tf.RaggedTensor.from_tensor(best, ids.row_lengths()))
-        n = tf.shape(ids.to_tensor(0))[1]
-        mask = tf.sequence_mask(ids.row_lengths(), n)
-        out = {"tokens": tf.where(mask, tf.gather(tf.constant(pre.vocab), ids.to_tensor(0)), ""),
+        dense = ids.to_tensor(0)
+        mask = tf.sequence_mask(ids.row_lengths(), tf.shape(dense)[1])
+        out = {"tokens": tf.where(mask, tf.gather(tf.constant(pre.vocab), dense), ""),
                "labels": labels.to_tensor(""), "start": char_offsets(text, starts.to_tensor(-1)),
                "end": char_offsets(text, ends.to_tensor(-1)), "token_mask": tf.cast(mask, tf.int32)}
-        return {**out, **entity_spans(text, ids, starts, ends, labels, pre.vocab)}
+        return {**out, **entity_spans(text, ids, starts, ends, labels, pre)}
 
     def entities(self, texts) -> list[list[tuple[int, int, str, str]]]:
         """For people: per text, its entities as (start, end, type, text), [start, end) in characters."""
@@ -124,32 +124,28 @@ class BertTagger(TaskModel):
                 for row in zip(out["entity_start"], out["entity_end"], out["entity_type"], out["entity_text"])]
 
 
-def entity_spans(text, ids, starts, ends, labels, vocab) -> dict:
+def entity_spans(text, ids, starts, ends, labels, preprocessor) -> dict:
     """IOB2 labels of word pieces -> entities, in-graph. text [B]; ids, starts, ends (bytes), labels (strings):
-    RaggedTensors [B, (pieces)]. A word is a piece not starting "##" and the "##" pieces after it, labelled by its
-    first piece. seqeval's default rule: an entity starts at B-X, or at I-X not continuing an X (after O or
-    another type); it ends where the next word does not continue it. Returns entity_start, entity_end [B, E]
-    (characters, -1 pad), entity_type, entity_text [B, E] ("" pad), in order of appearance."""
-    continues = tf.gather(tf.constant([t.startswith("##") for t in vocab]), ids.flat_values)
-    first_in_row = tf.equal(tf.ragged.range(ids.row_lengths()).flat_values, 0)
-    word_start = ~continues | first_in_row                                     # [pieces]
-    word_of_piece = tf.cumsum(tf.cast(word_start, tf.int32)) - 1
-    words = tf.reduce_sum(tf.cast(word_start, tf.int32))
-    w_begin = tf.boolean_mask(starts.flat_values, word_start)                  # [words] bytes
-    w_end = tf.math.unsorted_segment_max(ends.flat_values, word_of_piece, words)
-    w_row = tf.boolean_mask(ids.value_rowids(), word_start)
-    w_label = tf.boolean_mask(labels.flat_values, word_start)
+    RaggedTensors [B, (pieces)]. Words are BertPreprocessor.words' (a piece not starting "##" and the "##" pieces
+    after it), each labelled by its first piece. seqeval's default rule: an entity starts at B-X, or at I-X not
+    continuing an X (after O or another type); it ends where the next word does not continue it. Returns
+    entity_start, entity_end [B, E] (characters, -1 pad), entity_type, entity_text [B, E] ("" pad), in order."""
+    words = preprocessor.words(ids)                                            # [B, (words), (pieces)]
+    first, last = words.values.row_starts(), words.values.row_limits() - 1    # [words] flat piece indices
+    w_begin = tf.gather(starts.flat_values, first)                             # bytes
+    w_end = tf.gather(ends.flat_values, last)
+    w_row = words.value_rowids()
+    w_label = tf.gather(labels.flat_values, first)
+    w_first = tf.equal(tf.ragged.range(words.row_lengths()).flat_values, 0)   # a row's first word
     tagged = tf.strings.regex_full_match(w_label, "[BI]-.+")
     w_type = tf.where(tagged, tf.strings.regex_replace(w_label, "^[BI]-", ""), "")
-    w_first = tf.boolean_mask(first_in_row, word_start)
     previous = tf.where(w_first, "", tf.concat([[""], w_type[:-1]], 0))
     begin = tagged & (tf.strings.regex_full_match(w_label, "B-.+") | tf.not_equal(previous, w_type))
-    entity = tf.cumsum(tf.cast(begin, tf.int32)) - 1
-    inside = tagged & (entity >= 0)
+    # Every tagged word is in an entity: the first of a row, or one after O or another type, begins one.
+    entity = tf.boolean_mask(tf.cumsum(tf.cast(begin, tf.int32)) - 1, tagged)
     count = tf.reduce_sum(tf.cast(begin, tf.int32))
-    e_start = tf.math.unsorted_segment_min(tf.boolean_mask(w_begin, inside), tf.boolean_mask(entity, inside),
-                                           count)
-    e_end = tf.math.unsorted_segment_max(tf.boolean_mask(w_end, inside), tf.boolean_mask(entity, inside), count)
+    e_start = tf.math.unsorted_segment_min(tf.boolean_mask(w_begin, tagged), entity, count)
+    e_end = tf.math.unsorted_segment_max(tf.boolean_mask(w_end, tagged), entity, count)
     e_row = tf.boolean_mask(w_row, begin)
     rows = tf.shape(text, out_type=tf.int64)[0]
 

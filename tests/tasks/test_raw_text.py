@@ -130,8 +130,7 @@ def test_entities_follow_seqeval_chunking(minilm_vocab, seed):
         labels = [str(rng.choice(TAGS + ["B-ORG", "I-ORG"])) for _ in pieces]
         piece_labels.append(labels)
         word_labels.append([l for l, p in zip(labels, pieces) if not p.startswith("##")])
-    out = entity_spans(tf.constant(texts), ids, starts, ends, tf.ragged.constant(piece_labels, tf.string),
-                       pre.vocab)
+    out = entity_spans(tf.constant(texts), ids, starts, ends, tf.ragged.constant(piece_labels, tf.string), pre)
     out = {k: v.numpy() for k, v in out.items()}
     for row, (words, labels, text) in enumerate(zip(sentences, word_labels, texts)):
         assert len(labels) == len(words)
