@@ -7,6 +7,8 @@ import json
 import os
 import sys
 
+from savedmodels.precision import PRECISIONS
+
 # The environment defaults (Keras backend, oneDNN, TensorFlow's log level) are set by bert_keras/__init__.py,
 # which Python runs before this module.
 
@@ -389,7 +391,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--base-path", required=True, help="TF Serving model base folder (holds <name>/<version>/)")
     p.add_argument("--name", required=True, help="model name in TF Serving")
     p.add_argument("--version", type=int, help="version number (default: the next free one)")
-    p.add_argument("--precision", choices=("fp32", "bf16", "int8"), default="fp32",
+    p.add_argument("--precision", choices=PRECISIONS, default="fp32",
                    help="bf16: bfloat16 weights and matmuls (AVX512_BF16/AMX CPUs); int8: int8 weights, dynamic "
                         "activation quantization (VNNI CPUs); same signatures and op check")
     p.set_defaults(func=cmd_export)

@@ -44,20 +44,17 @@ class BatchingParameters:
 
     @classmethod
     def parse(cls, text: str) -> "BatchingParameters":
-        fields, unknown = {}, []
         text = re.sub(r"#.*", "", text)
-        for name, value in re.findall(r"(\w+)\s*\{\s*value\s*:\s*([^\s}]+)\s*\}", text):
-            fields[name] = value
+        fields = dict(re.findall(r"(\w+)\s*\{\s*value\s*:\s*([^\s}]+)\s*\}", text))
         sizes = tuple(int(v) for v in re.findall(r"allowed_batch_sizes\s*:\s*(\d+)", text))
-        known = {f.name for f in dataclasses.fields(cls)} | {"thread_pool_name", "pad_variable_length_inputs",
-                                                             "enable_large_batch_splitting",
-                                                             "max_execution_batch_size"}
+        own = {f.name for f in dataclasses.fields(cls)}
+        known = own | {"thread_pool_name", "pad_variable_length_inputs", "enable_large_batch_splitting",
+                       "max_execution_batch_size"}
         unknown = [n for n in re.findall(r"^\s*(\w+)", text, re.M) if n not in known]
         if unknown:
             raise ValueError(f"unknown batching parameter(s) {', '.join(sorted(set(unknown)))}: the file is TF "
                              "Serving's BatchingParameters text proto, e.g. `max_batch_size { value: 8 }`")
-        params = cls(**{k: int(v) for k, v in fields.items() if k in {f.name for f in dataclasses.fields(cls)}},
-                     allowed_batch_sizes=sizes)
+        params = cls(**{k: int(v) for k, v in fields.items() if k in own}, allowed_batch_sizes=sizes)
         if params.max_batch_size < 1 or params.num_batch_threads < 1 or params.max_enqueued_batches < 1:
             raise ValueError(f"batching parameters must be positive: {params}")
         if sizes and (list(sizes) != sorted(sizes) or sizes[-1] != params.max_batch_size):

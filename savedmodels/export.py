@@ -29,17 +29,14 @@ from savedmodels.saving import save_servable
 
 def task_signatures(model) -> list:
     from bert_keras.tasks import BertClassifier, BertMultipleChoice, BertSpanLabeler, BertTagger
-    model.require_preprocessor() if hasattr(model, "require_preprocessor") else None
-    if isinstance(model, BertClassifier):
-        return sig.classification(model)
-    if isinstance(model, BertSpanLabeler):
-        return sig.span(model)
-    if isinstance(model, BertMultipleChoice):
-        return sig.multiple_choice(model)
-    if isinstance(model, BertTagger):
-        return sig.tagging(model)
-    raise TypeError(f"cannot export {type(model).__name__}: expected a bert_keras task model "
-                    "(BertClassifier, BertSpanLabeler, BertMultipleChoice, BertTagger)")
+    builders = {BertClassifier: sig.classification, BertSpanLabeler: sig.span,
+                BertMultipleChoice: sig.multiple_choice, BertTagger: sig.tagging}
+    builder = next((b for kind, b in builders.items() if isinstance(model, kind)), None)
+    if builder is None:
+        raise TypeError(f"cannot export {type(model).__name__}: expected a bert_keras task model "
+                        "(BertClassifier, BertSpanLabeler, BertMultipleChoice, BertTagger)")
+    model.require_preprocessor()               # raw text in: an ids-only model is refused before tracing
+    return builder(model)
 
 
 def numeric_versions(model_dir: str) -> list[int]:

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import warnings
 
-import keras
-
 PRECISIONS = ("fp32", "bf16", "int8")
 INSTRUCTIONS = {"bf16": ("avx512_bf16", "amx_bf16"), "int8": ("avx512_vnni", "avx_vnni", "amx_int8")}
 
@@ -47,6 +45,7 @@ def with_precision(model, precision: str):
     if not native:
         warnings.warn(f"this CPU has {detail}: a {precision} export runs emulated here, slower than fp32; serve "
                       "it on a CPU that has them", stacklevel=2)
+    import keras                                      # here: the CLI reads PRECISIONS without loading Keras
     if precision == "bf16":
         previous = keras.config.dtype_policy()
         keras.config.set_dtype_policy("bfloat16")

@@ -49,7 +49,7 @@ def same_batch(*tensors, names):
 
 
 def classification(model) -> list[Signature]:
-    keys = ["text"] if model.get_config()["segments"] == 1 else ["text_a", "text_b"]
+    keys = ["text"] if model.segments == 1 else ["text_a", "text_b"]
     names = tf.constant(model.label_names)
 
     def serve(*texts):

@@ -37,6 +37,10 @@ class BertClassifier(TaskModel):
         return self._task_args["num_classes"] == 1
 
     @property
+    def segments(self) -> int:
+        return self._task_args["segments"]
+
+    @property
     def label_names(self) -> list[str]:
         return self._task_args["label_names"] or [str(i) for i in range(self._task_args["num_classes"])]
 
