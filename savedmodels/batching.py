@@ -6,7 +6,8 @@ one Session.run: their inputs concatenated along dimension 0, the outputs cut ba
 `max_batch_size` examples, or `batch_timeout_micros` after its first request arrived, on one of
 `num_batch_threads` threads; at most `max_enqueued_batches` wait per signature (then UNAVAILABLE, as the server).
 TF Serving's rules that show to a client, kept: all inputs of a request must have the same 0th dimension; a
-request larger than `max_batch_size` is refused (no large-batch splitting here); every output must have the
+request larger than `max_batch_size` is refused (no large-batch splitting here: `enable_large_batch_splitting`,
+`max_execution_batch_size` and `pad_variable_length_inputs` are read, and a warning names them when set); every output must have the
 batch as its 0th dimension (SQuAD's per-window outputs do not: serve span models without batching);
 `allowed_batch_sizes` pads a batch with copies of its first example up to the next allowed size.
 
@@ -25,12 +26,22 @@ import os
 import re
 import threading
 import time
+import warnings
 from typing import Callable
 
 import grpc
 import numpy as np
 
 from savedmodels.errors import ServingError
+
+
+# TF Serving fields the local server reads but does not act on, and what they would change there.
+NOT_IMPLEMENTED = {
+    "enable_large_batch_splitting": "TF Serving splits a request larger than max_batch_size; here it is refused",
+    "max_execution_batch_size": "the size of the split batches; here a batch is at most max_batch_size",
+    "pad_variable_length_inputs": "TF Serving pads inputs of different lengths to batch them; here only "
+                                  "requests of equal shapes past the batch dimension share a batch",
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,12 +59,17 @@ class BatchingParameters:
         fields = dict(re.findall(r"(\w+)\s*\{\s*value\s*:\s*([^\s}]+)\s*\}", text))
         sizes = tuple(int(v) for v in re.findall(r"allowed_batch_sizes\s*:\s*(\d+)", text))
         own = {f.name for f in dataclasses.fields(cls)}
-        known = own | {"thread_pool_name", "pad_variable_length_inputs", "enable_large_batch_splitting",
-                       "max_execution_batch_size"}
+        known = own | set(NOT_IMPLEMENTED) | {"thread_pool_name"}
         unknown = [n for n in re.findall(r"^\s*(\w+)", text, re.M) if n not in known]
         if unknown:
             raise ValueError(f"unknown batching parameter(s) {', '.join(sorted(set(unknown)))}: the file is TF "
                              "Serving's BatchingParameters text proto, e.g. `max_batch_size { value: 8 }`")
+        fields.update(re.findall(r"(pad_variable_length_inputs)\s*:\s*(\w+)", text))   # a plain bool field
+        ignored = [n for n in NOT_IMPLEMENTED if fields.get(n, "false").lower() not in ("false", "0")]
+        if ignored:
+            warnings.warn("the local server does not implement " + "; ".join(
+                f"{n} ({NOT_IMPLEMENTED[n]})" for n in ignored) + ": it runs as if they were absent. TF Serving "
+                "honours them; remove them to silence this warning", stacklevel=2)
         params = cls(**{k: int(v) for k, v in fields.items() if k in own}, allowed_batch_sizes=sizes)
         if params.max_batch_size < 1 or params.num_batch_threads < 1 or params.max_enqueued_batches < 1:
             raise ValueError(f"batching parameters must be positive: {params}")

@@ -4,6 +4,7 @@ refusals (unequal 0th dimensions, a task larger than max_batch_size, outputs not
 BatchingParameters text format."""
 
 import concurrent.futures
+import warnings
 
 import grpc
 import keras
@@ -92,9 +93,15 @@ def test_batching_parameters_text_format(tmp_path):
     assert (params.max_batch_size, params.batch_timeout_micros, params.num_batch_threads) == (8, 2000, 2)
     text = "# TF Serving's example\nmax_batch_size { value: 32 }\nbatch_timeout_micros { value: 0 }\n" \
            "allowed_batch_sizes: 8\nallowed_batch_sizes: 32\npad_variable_length_inputs: true\n"
-    params = BatchingParameters.parse(text)
+    with pytest.warns(UserWarning, match="does not implement pad_variable_length_inputs"):
+        params = BatchingParameters.parse(text)
     assert params.max_batch_size == 32 and params.allowed_batch_sizes == (8, 32)
     assert BatchingParameters.parse(params.to_text()) == params
+    with pytest.warns(UserWarning, match=r"enable_large_batch_splitting \(TF Serving splits.*max_execution_batch"):
+        BatchingParameters.parse("enable_large_batch_splitting { value: true }\nmax_execution_batch_size { value: 4 }")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                # switched off, or TF Serving's names only: no warning
+        BatchingParameters.parse("enable_large_batch_splitting { value: false }\nthread_pool_name { value: 'p' }")
     with pytest.raises(ValueError, match="unknown batching parameter.*max_batch"):
         BatchingParameters.parse("max_batch { value: 3 }")
     with pytest.raises(ValueError, match="must increase and end with max_batch_size"):
