@@ -71,7 +71,7 @@ class SquadTask(Task):
 
     def predict(self, model, examples, batch_size) -> tuple[dict, dict]:
         """({qid: answer text}, {qid: null odds})."""
-        answer = tf.function(model.answer_tensors, reduce_retracing=True)
+        answer = model.traced("answer_tensors")
         predictions, null_odds = {}, {}
         for i in range(0, len(examples), batch_size):
             chunk = examples[i:i + batch_size]

@@ -164,10 +164,16 @@ class TaskModel(keras.Model):
 
     def serve_numpy(self, *texts) -> dict:
         """`serve` on Python/NumPy text, traced once per input structure; tensors back as NumPy."""
-        if not hasattr(self, "_serve_function"):
-            self._serve_function = tf.function(self.serve, reduce_retracing=True)
-        out = self._serve_function(*(tf.constant(t, tf.string) for t in texts))
+        out = self.traced("serve")(*(tf.constant(t, tf.string) for t in texts))
         return {k: v.numpy() for k, v in out.items()}
+
+    def traced(self, method: str):
+        """self.<method> as a tf.function kept on the model: traced once per input signature, not once per call
+        (an evaluation every epoch reuses it)."""
+        name = f"_traced_{method}"
+        if not hasattr(self, name):
+            setattr(self, name, tf.function(getattr(self, method), reduce_retracing=True))
+        return getattr(self, name)
 
     # ---- Keras plumbing ----------------------------------------------------------------------------------
     def get_config(self):

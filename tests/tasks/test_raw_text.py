@@ -106,6 +106,13 @@ def test_readable_answers_are_the_serving_decoding(models, hf_tokenizer):
     want = models["squad"].answer_tensors(tf.constant(questions), tf.constant(contexts))
     for a, context, text in zip(answers, contexts, want["answer"].numpy()):
         assert a["text"] == text.decode() == context[a["start"]:a["end"]]
+    from bert_keras.data.squad import SquadExample
+    from bert_keras.finetune.squad import SquadTask
+    examples = [SquadExample(str(i), q, c, [], False) for i, (q, c) in enumerate(zip(questions, contexts))]
+    for _ in range(3):                                    # as an evaluation every epoch: one trace, kept
+        predicted, _ = SquadTask("squad").predict(models["squad"], examples, batch_size=2)
+        assert predicted == {str(i): a["text"] for i, a in enumerate(answers)}
+    assert models["squad"].traced("answer_tensors").experimental_get_tracing_count() == 1
     choices = models["swag"].choose(["A man sits at a piano."], [["He plays.", "He eats it."]])
     logits = models["swag"].predict((["A man sits at a piano."], [["He plays.", "He eats it."]]), verbose=0)
     assert choices[0]["ending"] == ["He plays.", "He eats it."][logits[0].argmax()]
