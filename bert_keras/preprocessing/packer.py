@@ -25,8 +25,6 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from bert_keras.preprocessing.ragged_rows import row_ids
-
 TRUNCATIONS = ("round_robin", "longest_first")
 
 
@@ -88,25 +86,37 @@ def pack_segments(segments, cls_id: int, sep_id: int, seq_length: int | None = N
     # Each row is 2K + 1 runs of the pool: [CLS], the kept head of segment 0, [SEP], segment 1, [SEP], ...
     # One RaggedRange lists the pool index of every output token, in order.
     one = tf.ones_like(kept[:, :1])
-    run_starts, run_lengths, run_types, base = [one * cls_at], [one], [0], 0
+    run_starts, run_lengths, base = [one * cls_at], [one], 0
     for i in range(k):
         run_starts += [splits[i][:-1, None] + base, one * (cls_at + 1)]
         run_lengths += [kept[:, i:i + 1], one]
-        run_types += [i, i]
         base += sizes[i]
     run_starts = tf.reshape(tf.concat(run_starts, 1), [-1])                                  # [B * (2K + 1)]
     run_lengths = tf.concat(run_lengths, 1)                                                  # [B, 2K + 1]
     source = tf.ragged.range(run_starts, run_starts + tf.reshape(run_lengths, [-1]))
-    run = row_ids(source.row_splits, tf.size(source.flat_values, out_type=tf.int64))  # each output token's run
-    token_types = tf.gather(tf.tile(tf.constant(run_types, tf.int32), tf.shape(kept[:, 0])), run)
     total = tf.reduce_sum(run_lengths, axis=1)                                               # [B]
-    row_splits = tf.concat([[0], tf.cumsum(total)], 0)
     if seq_length is None:                                     # pad to the batch's longest, a multiple of 8
         longest = tf.reduce_max(tf.concat([total, [1]], 0))
         length = tf.minimum((longest + 7) // 8 * 8, max_seq_length)
     shape = tf.stack([tf.shape(kept, out_type=tf.int64)[0], tf.cast(length, tf.int64)])
-    dense = lambda flat, pad: tf.RaggedTensor.from_row_splits(  # noqa: E731
-        flat, row_splits, validate=False).to_tensor(default_value=pad, shape=shape)
-    mask = tf.cast(tf.range(length, dtype=tf.int64)[None, :] < total[:, None], tf.int32)
-    return {"input_word_ids": dense(tf.gather(pool, source.flat_values), pad_id), "input_mask": mask,
-            "input_type_ids": dense(token_types, 0)}
+    word_ids = tf.RaggedTensor.from_row_splits(tf.gather(pool, source.flat_values),
+                                               tf.concat([[0], tf.cumsum(total)], 0), validate=False)
+    positions = tf.range(length, dtype=tf.int64)[None, :]                                     # [1, L]
+    return {"input_word_ids": word_ids.to_tensor(default_value=pad_id, shape=shape),
+            "input_mask": tf.cast(positions < total[:, None], tf.int32),
+            "input_type_ids": _token_types(kept, positions)}
+
+
+def _token_types(kept, positions):
+    """Kept segment lengths [B, K] and positions [1, L] -> input_type_ids int32 [B, L].
+
+    Dense, from the lengths alone (per-token row ids would cost a binary search over every output token):
+    segment i's [SEP] sits at position sum(kept[:i + 1] + 1), and a position's type is the number of [SEP]s
+    before it; positions past the last [SEP] are padding, type 0."""
+    k = kept.shape[1]
+    if k == 1:                                                 # [CLS] a [SEP] pad...: all 0
+        return tf.zeros(tf.stack([tf.shape(kept)[0], tf.shape(positions)[1]]), tf.int32)
+    seps = tf.cumsum(kept + 1, axis=1)                                                        # [B, K]
+    past = [tf.cast(positions > seps[:, i:i + 1], tf.int32) for i in range(k - 1)]            # K - 1 x [B, L]
+    inside = tf.cast(positions <= seps[:, k - 1:], tf.int32)                                  # not padding
+    return tf.add_n(past) * inside

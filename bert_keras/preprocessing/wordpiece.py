@@ -40,8 +40,7 @@ from tensorflow.python.ops import gen_string_ops
 from tensorflow_text.core.pybinds.pywrap_fast_wordpiece_tokenizer_model_builder import build_fast_wordpiece_model
 from tensorflow_text.python.ops.fast_wordpiece_tokenizer import gen_fast_wordpiece_tokenizer
 
-from bert_keras.preprocessing.normalize import (LONG_ASCII_WORD, PLAIN_ASCII, PLAIN_WORD, normalize_characters,
-                                                split_words_flat)
+from bert_keras.preprocessing.normalize import PLAIN_TEXT, PLAIN_WORD, normalize_characters, split_words_flat
 from bert_keras.preprocessing.ragged_rows import row_ids, upper_bound
 
 MAX_WORD_CHARS = 100          # the reference's max_input_chars_per_word
@@ -80,9 +79,7 @@ class WordpieceTokenizer:
         text = tf.reshape(tf.convert_to_tensor(text, dtype=tf.string), [-1])
         # Plain: printable ASCII without a word of more than 100 characters (a run of 101 letters or digits:
         # every other printable ASCII character splits words), which must become [UNK].
-        plain = tf.logical_and(tf.strings.regex_full_match(text, PLAIN_ASCII),
-                               tf.logical_not(tf.strings.regex_full_match(text, LONG_ASCII_WORD)))
-        general = tf.cast(tf.logical_not(plain), tf.int32)
+        general = tf.cast(tf.logical_not(tf.strings.regex_full_match(text, PLAIN_TEXT)), tf.int32)
         plain_rows, general_rows = tf.dynamic_partition(tf.range(tf.size(text)), general, 2)
         plain_text, general_text = tf.dynamic_partition(text, general, 2)
         routes = (self._plain_text(plain_text, offsets), self._general_text(general_text, offsets))
