@@ -8,8 +8,10 @@ HF implements them, character by character (two departures, where HF is wrong, a
   * single-character words: punctuation (P*, and all ASCII punctuation incl. $+<=>^`|~) and CJK ideographs;
   * uncased vocabularies: NFD, drop non-spacing marks (Mn), then lower-case each character on its own (no
     final-sigma rule: Σ -> σ always, as the Rust reference does; tf.strings.lower on whole words would not).
-Words are cut from the ORIGINAL text first (so every character keeps its byte offsets), then each character
-is normalised alone; characters that normalise to nothing vanish, and words left empty are dropped.
+Text is cut from the ORIGINAL (so every character keeps its byte offsets), then each character is normalised
+alone; characters that normalise to nothing vanish. The tokenizer cuts only around words holding characters
+outside printable ASCII (split_segments_flat) and lets FastWordpiece split the normalised segments into words;
+split_words_with_offsets, which cuts every word, serves the vocabulary builder.
 """
 
 from __future__ import annotations
@@ -34,8 +36,12 @@ DROPPED = r"[\p{C}\x{FFFD}]"
 # characters (only letters and digits join into words; every other such character ends one). One pattern, not
 # "ASCII and not a long word": the route check scans every string of every batch, and one scan is ~20% cheaper.
 PLAIN_TEXT = r"(?:[A-Za-z0-9]{0,100}[ -/:-@\[-`{-~\t\n\r])*[A-Za-z0-9]{0,100}"
-# A word made only of these normalises by ASCII lower-casing alone, byte for byte.
-PLAIN_WORD = r"[ -~]*"
+# A run of letters, digits and characters outside printable ASCII that holds at least one of the latter: the
+# words (and whatever separates them inside the run) that need per-character normalisation. Everything between
+# two such runs is printable ASCII (with \t \n \r) and starts and ends at a word boundary.
+SPECIAL_RUN = r"[A-Za-z0-9]*(?:[^ -~\t\n\r][A-Za-z0-9]*)+"
+# A segment made only of these normalises by ASCII lower-casing alone, byte for byte.
+PLAIN_SEGMENT = r"[ -~\t\n\r]*"
 
 
 def _split_patterns(lower_case: bool) -> tuple[str, str]:
@@ -58,15 +64,17 @@ def split_words_with_offsets(text, lower_case: bool = True):
     return tf_text.regex_split_with_offsets(_without_nul(text), *_split_patterns(lower_case))
 
 
-def split_words_flat(text, lower_case: bool = True):
-    """[B] strings -> (words [N], starts [N] int64 byte offsets into the original text, row splits [B + 1]).
+def split_segments_flat(text):
+    """[B] strings -> (segments [N], starts [N] int64 byte offsets into the original text, row splits [B + 1]).
 
-    The raw kernel, without the RaggedTensor wrapper's shape checks (they cost more than the split itself on
-    small batches)."""
-    delimiters, kept = _split_patterns(lower_case)
-    words, starts, _, splits = gen_regex_split_ops.regex_split_with_offsets(   # the wrapper's (group)s
-        _without_nul(text), f"({delimiters})", f"({kept})")
-    return words, starts, splits
+    Cuts each string into alternating plain segments (printable ASCII, any number of words) and SPECIAL_RUNs,
+    in order, nothing dropped. Words never straddle a cut, so each segment can be normalised on its own and
+    handed whole to FastWordpiece's end-to-end mode, which splits it into words as the reference does (after
+    normalising: see wordpiece.py). Cutting only around the rare special runs costs a fraction of a split at
+    every space and punctuation mark. The raw kernel, without the RaggedTensor wrapper's shape checks."""
+    segments, starts, _, splits = gen_regex_split_ops.regex_split_with_offsets(   # the wrapper's (group)s
+        _without_nul(text), f"({SPECIAL_RUN})", f"({SPECIAL_RUN})")
+    return segments, starts, splits
 
 
 def normalize_characters(chars, lower_case: bool):

@@ -5,11 +5,16 @@ Two routes, chosen per string, giving the same ids as HF tokenizers' BertWordPie
           TF.Text's FastWordpiece in its end-to-end mode, which does BERT's whitespace/punctuation split itself.
           Lower-casing ASCII keeps every byte where it was, so its offsets are already offsets into the
           original. Most English text goes here.
-  general everything else: words are cut from the original text (normalize.py); printable-ASCII words are
-          lower-cased in place, the other words have each character normalised alone and the pieces' offsets
-          in the normalised word are mapped back through the characters they came from. A word of more than
-          100 characters becomes [UNK] (the reference counts characters; FastWordpiece would count bytes, so
-          the general route checks the length itself).
+  general everything else: the string is cut (normalize.py's split_segments_flat) into plain segments
+          (printable ASCII, lower-cased in place) and special runs (words holding a character outside
+          printable ASCII, each character normalised alone); each normalised segment goes whole to the same
+          end-to-end FastWordpiece, which splits it into words after normalisation, as the reference does.
+          Pieces' offsets in a normalised run are mapped back through the characters they came from. A word
+          of more than 100 characters becomes one [UNK] afterwards (the reference counts characters;
+          FastWordpiece's limit counts bytes). Cutting only around the special runs, not at every word, is
+          what makes this route cheap: real text that is not plain is still mostly ASCII words.
+          (FastWordpiece splits at ICU's White_Space and punctuation, which after normalisation are the
+          reference's separators and punctuation: the fuzz tests check it against both references.)
 Both routes run the same FastWordpiece model (one to build, ~60 ms for a 30k vocabulary).
 Why not TF.Text's FastBertNormalizer for the general route: it folds with NFKC-like rules (³ -> 3, ﬁ -> fi,
 ǅ -> dz) and keeps U+0085 as a break, so it differs from the reference on ~0.2% of real texts.
@@ -40,7 +45,7 @@ from tensorflow.python.ops import gen_string_ops
 from tensorflow_text.core.pybinds.pywrap_fast_wordpiece_tokenizer_model_builder import build_fast_wordpiece_model
 from tensorflow_text.python.ops.fast_wordpiece_tokenizer import gen_fast_wordpiece_tokenizer
 
-from bert_keras.preprocessing.normalize import PLAIN_TEXT, PLAIN_WORD, normalize_characters, split_words_flat
+from bert_keras.preprocessing.normalize import PLAIN_SEGMENT, PLAIN_TEXT, normalize_characters, split_segments_flat
 from bert_keras.preprocessing.ragged_rows import row_ids, upper_bound
 
 MAX_WORD_CHARS = 100          # the reference's max_input_chars_per_word
@@ -64,6 +69,8 @@ class WordpieceTokenizer:
         model = build_fast_wordpiece_model(vocab, 4 * MAX_WORD_CHARS, "##", UNK, False, False)
         self._model = tf.constant(np.frombuffer(model, np.uint8))
         self._unk_id = vocab.index(UNK)
+        # Which ids continue a word ("##" pieces): the rest start one, which finds the words of the pieces.
+        self._continues = tf.constant([token.startswith("##") for token in vocab])
 
     def tokenize(self, text):
         """[B] strings -> RaggedTensor [B, (tokens)] int32 ids."""
@@ -97,70 +104,90 @@ class WordpieceTokenizer:
 
     def _general_text(self, text, offsets: bool):
         """[R] other strings -> flat [ids] or [ids, starts, ends], and row splits [R + 1]."""
-        words, word_starts, word_splits = split_words_flat(text, self.lower_case)               # [N], [R + 1]
-        general = tf.cast(tf.logical_not(tf.strings.regex_full_match(words, PLAIN_WORD)), tf.int32)
-        plain_at, general_at = tf.dynamic_partition(tf.range(tf.size(words)), general, 2)
-        plain_words, general_words = tf.dynamic_partition(words, general, 2)
-        # Printable-ASCII words: lower-casing keeps every byte in place.
-        plain_norm = tf.strings.lower(plain_words) if self.lower_case else plain_words
-        # Other words: each character normalised alone.
+        segments, segment_starts, segment_splits = split_segments_flat(text)                  # [N], [R + 1]
+        special = tf.cast(tf.logical_not(tf.strings.regex_full_match(segments, PLAIN_SEGMENT)), tf.int32)
+        plain_at, special_at = tf.dynamic_partition(tf.range(tf.size(segments)), special, 2)
+        plain_segments, special_segments = tf.dynamic_partition(segments, special, 2)
+        # Printable-ASCII segments: lower-casing keeps every byte in place.
+        plain_norm = tf.strings.lower(plain_segments) if self.lower_case else plain_segments
+        # Special runs: each character normalised alone.
         char_splits, code_points, char_starts = gen_string_ops.unicode_decode_with_offsets(
-            general_words, input_encoding="UTF-8", errors="replace")                          # [G + 1], [M]
+            special_segments, input_encoding="UTF-8", errors="replace")                       # [G + 1], [M]
         num_chars = tf.size(code_points, out_type=tf.int64)
         chars = gen_string_ops.unicode_encode(code_points, tf.range(num_chars + 1), output_encoding="UTF-8")
         char_norm = normalize_characters(chars, self.lower_case)                               # [M]
-        char_word = row_ids(char_splits, num_chars)                                            # [M]
-        general_norm = gen_string_ops.unsorted_segment_join(char_norm, char_word, tf.size(general_words))
-        normalized = tf.dynamic_stitch([plain_at, general_at], [plain_norm, general_norm])    # [N]
+        char_segment = row_ids(char_splits, num_chars)                                         # [M]
+        special_norm = gen_string_ops.unsorted_segment_join(char_norm, char_segment, tf.size(special_segments))
+        normalized = tf.dynamic_stitch([plain_at, special_at], [plain_norm, special_norm])    # [N]
 
-        ids, piece_starts, piece_ends, piece_splits = self._word_pieces(normalized)           # offsets in-word
-        splits = tf.gather(piece_splits, word_splits)
+        ids, piece_starts, piece_ends, piece_splits = self._word_pieces(normalized)    # offsets in-segment
+        splits = tf.gather(piece_splits, segment_splits)
         if not offsets:
             return [ids], splits
         num_pieces = tf.size(ids, out_type=tf.int64)
-        piece_word = row_ids(piece_splits, num_pieces)                                         # [P]
-        base = tf.gather(word_starts, piece_word)
-        starts, ends = base + piece_starts, base + piece_ends                   # right for plain words
-        # Pieces of other words: each character owns the bytes its normalisation produced; the character
+        piece_segment = row_ids(piece_splits, num_pieces)                                      # [P]
+        base = tf.gather(segment_starts, piece_segment)
+        starts, ends = base + piece_starts, base + piece_ends                   # right for plain segments
+        # Pieces of special runs: each character owns the bytes its normalisation produced; the character
         # holding a piece's first (last) byte gives the piece's start (end) in the original.
-        word_lengths = tf.cast(tf.strings.length(general_words), tf.int64)
+        segment_lengths = tf.cast(tf.strings.length(special_segments), tf.int64)
         next_start = tf.concat([char_starts[1:], [0]], 0)
-        last_of_word = tf.scatter_nd(tf.reshape(char_splits[1:] - 1, [-1, 1]),
-                                     tf.ones_like(word_lengths, tf.bool), [num_chars])
-        char_ends = tf.where(last_of_word, tf.gather(word_lengths, char_word), next_start)    # in-word
+        last_of_segment = tf.scatter_nd(tf.reshape(char_splits[1:] - 1, [-1, 1]),
+                                        tf.ones_like(segment_lengths, tf.bool), [num_chars])
+        char_ends = tf.where(last_of_segment, tf.gather(segment_lengths, char_segment), next_start)  # in-run
         char_bytes = tf.cast(tf.strings.length(char_norm), tf.int64)
         char_base = tf.cumsum(char_bytes, exclusive=True)                                      # global
-        word_base = tf.gather(tf.concat([char_base, [tf.reduce_sum(char_bytes)]], 0), char_splits[:-1])
-        word_rank = tf.scatter_nd(tf.reshape(general_at, [-1, 1]), tf.range(tf.size(general_at)),
-                                  tf.size(words, out_type=tf.int32)[None])                     # [N] -> [G]
-        piece_general = tf.cast(tf.gather(general, piece_word), tf.int32)
-        plain_pieces, general_pieces = tf.dynamic_partition(tf.range(tf.size(ids)), piece_general, 2)
-        rank = tf.gather(word_rank, tf.gather(piece_word, general_pieces))
-        first = tf.gather(word_base, rank) + tf.gather(piece_starts, general_pieces)
-        last = tf.gather(word_base, rank) + tf.gather(piece_ends, general_pieces) - 1
+        segment_base = tf.gather(tf.concat([char_base, [tf.reduce_sum(char_bytes)]], 0), char_splits[:-1])
+        segment_rank = tf.scatter_nd(tf.reshape(special_at, [-1, 1]), tf.range(tf.size(special_at)),
+                                     tf.size(segments, out_type=tf.int32)[None])               # [N] -> [G]
+        piece_special = tf.cast(tf.gather(special, piece_segment), tf.int32)
+        plain_pieces, special_pieces = tf.dynamic_partition(tf.range(tf.size(ids)), piece_special, 2)
+        rank = tf.gather(segment_rank, tf.gather(piece_segment, special_pieces))
+        first = tf.gather(segment_base, rank) + tf.gather(piece_starts, special_pieces)
+        last = tf.gather(segment_base, rank) + tf.gather(piece_ends, special_pieces) - 1
         first_char = upper_bound(char_base, first) - 1
         last_char = upper_bound(char_base, last) - 1
-        general_base = tf.gather(base, general_pieces)
-        starts = tf.dynamic_stitch([plain_pieces, general_pieces],
+        special_base = tf.gather(base, special_pieces)
+        starts = tf.dynamic_stitch([plain_pieces, special_pieces],
                                    [tf.gather(starts, plain_pieces),
-                                    general_base + tf.gather(char_starts, first_char)])
-        ends = tf.dynamic_stitch([plain_pieces, general_pieces],
-                                 [tf.gather(ends, plain_pieces), general_base + tf.gather(char_ends, last_char)])
+                                    special_base + tf.gather(char_starts, first_char)])
+        ends = tf.dynamic_stitch([plain_pieces, special_pieces],
+                                 [tf.gather(ends, plain_pieces), special_base + tf.gather(char_ends, last_char)])
         return [ids, starts, ends], splits
 
-    def _word_pieces(self, words):
-        """Normalised words [N] -> flat (ids, starts, ends) [P] in normalised bytes and splits [N + 1]; a word of
-        more than 100 characters becomes one [UNK] spanning the whole word."""
-        too_long = tf.strings.length(words, unit="UTF8_CHAR") > MAX_WORD_CHARS
+    def _word_pieces(self, segments):
+        """Normalised segments [N] -> flat (ids int32, starts, ends) [P] in normalised bytes and splits [N + 1].
+        FastWordpiece's end-to-end mode splits each segment into words itself (on the normalised text, as the
+        reference does); then every word of more than 100 characters becomes one [UNK] spanning the word."""
         _, ids, splits, starts, ends = gen_fast_wordpiece_tokenizer.fast_wordpiece_tokenize_with_offsets(
-            input_values=tf.where(too_long, "a", words), wp_model=self._model)     # "a": one piece, made [UNK]
-        piece_word = row_ids(splits, tf.size(ids, out_type=tf.int64))
-        long_piece = tf.gather(too_long, piece_word)
-        word_bytes = tf.gather(tf.cast(tf.strings.length(words), tf.int64), piece_word)
-        ids = tf.where(long_piece, self._unk_id, tf.cast(ids, tf.int32))
-        starts = tf.where(long_piece, tf.zeros_like(starts), starts)
-        ends = tf.where(long_piece, word_bytes, ends)
-        return ids, starts, ends, splits
+            input_values=segments, wp_model=self._model)
+        ids = tf.cast(ids, tf.int32)
+        first = tf.logical_not(tf.gather(self._continues, ids))                 # [P] a word's first piece
+        word = tf.cumsum(tf.cast(first, tf.int64)) - 1                          # [P] -> its word [W]
+        num_pieces = tf.size(ids, out_type=tf.int64)
+        first_at = tf.reshape(tf.where(first), [-1])                            # [W]
+        word_start = tf.gather(starts, first_at)
+        word_end = tf.gather(ends, tf.concat([first_at, num_pieces[None]], 0)[1:] - 1)        # last piece's
+        long = self._long_words(segments, tf.gather(row_ids(splits, num_pieces), first_at), word_start, word_end)
+        long_piece = tf.gather(long, word)
+        ids = tf.where(long_piece, self._unk_id, ids)                          # a long word's first piece
+        ends = tf.where(long_piece, tf.gather(word_end, word), ends)            # ... spans the whole word
+        kept = tf.logical_or(first, tf.logical_not(long_piece))                 # and its others go
+        kept_before = tf.concat([[0], tf.cumsum(tf.cast(kept, tf.int64))], 0)   # [P + 1]
+        keep = tf.reshape(tf.where(kept), [-1])
+        return (tf.gather(ids, keep), tf.gather(starts, keep), tf.gather(ends, keep),
+                tf.gather(kept_before, splits))
+
+    @staticmethod
+    def _long_words(segments, word_segment, word_start, word_end):
+        """Words [W] given by segment index and [start, end) bytes in it -> [W] bool: over 100 characters.
+        Only words over 100 bytes can be, and they are rare: just those are cut out and counted."""
+        candidates = tf.reshape(tf.where(word_end - word_start > MAX_WORD_CHARS), [-1])        # [C]
+        start = tf.gather(word_start, candidates)
+        text = tf.strings.substr(tf.gather(segments, tf.gather(word_segment, candidates)), start,
+                                 tf.gather(word_end, candidates) - start)
+        long = tf.strings.length(text, unit="UTF8_CHAR") > MAX_WORD_CHARS
+        return tf.scatter_nd(candidates[:, None], long, tf.shape(word_start, out_type=tf.int64))
 
 
 def _stitch_rows(rows, routes):
