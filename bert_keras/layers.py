@@ -128,7 +128,7 @@ class TransformerBlock(keras.layers.Layer):
 
     def _split_heads(self, x):                                      # [B, S, H] -> [B, N, S, D]
         b, s = ops.shape(x)[0], ops.shape(x)[1]
-        return ops.transpose(ops.reshape(x, (b, s, self.num_attention_heads, self.head_size)), (0, 2, 1, 3))
+        return swap_heads(ops.reshape(x, (b, s, self.num_attention_heads, self.head_size)))
 
     def call(self, x, input_mask, training=False, cls_only=False):
         """cls_only: only position 0 ([CLS]) queries, and only its row goes through the output projection,
@@ -142,7 +142,7 @@ class TransformerBlock(keras.layers.Layer):
         scores = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2))) * (1.0 / self.head_size ** 0.5)  # [B, N, Sq, S]
         probs = ops.softmax(ops.cast(scores, "float32") + attention_bias(input_mask), axis=-1)            # float32
         probs = self.attention_probs_dropout(ops.cast(probs, v.dtype), training=training)
-        context = ops.reshape(ops.transpose(ops.matmul(probs, v), (0, 2, 1, 3)), (b, -1, self.hidden_size))
+        context = ops.reshape(swap_heads(ops.matmul(probs, v)), (b, -1, self.hidden_size))
         if cls_only:
             h, context = x[:, 0], context[:, 0]                                              # [B, H]
         else:
@@ -159,6 +159,25 @@ class TransformerBlock(keras.layers.Layer):
                 "hidden_act": self.hidden_act, "hidden_dropout": self.hidden_dropout,
                 "attention_dropout": self.attention_dropout, "initializer_range": self.initializer_range,
                 "layer_norm_eps": self.layer_norm_eps}
+
+
+_SAME_WIDTH_INT = {tf.float32: tf.int32, tf.bfloat16: tf.int16, tf.float16: tf.int16}
+
+
+@tf.custom_gradient
+def swap_heads(x):
+    """[B, S, N, D] <-> [B, N, S, D] (the permutation (0, 2, 1, 3) is its own inverse), moved as integers.
+
+    Why: with oneDNN on (TF's default on x86), a float Transpose becomes _MklTranspose, which costs ~150 us even
+    on the few kilobytes of a batch-1 request (oneDNN sets up a reorder per call): the 24 of a MiniLM request
+    took ~40% of its Session.run. TF's own transpose of the same bits as int32 takes ~3 us (Bitcast is free:
+    a view). The gradient is the same swap of the upstream gradient (Bitcast alone has none).
+    """
+    def swap(t):
+        if t.dtype not in _SAME_WIDTH_INT:
+            return tf.transpose(t, (0, 2, 1, 3))
+        return tf.bitcast(tf.transpose(tf.bitcast(t, _SAME_WIDTH_INT[t.dtype]), (0, 2, 1, 3)), t.dtype)
+    return swap(x), swap
 
 
 class RealTokens:

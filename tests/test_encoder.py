@@ -120,3 +120,21 @@ def test_padding_is_skipped_and_left_zero():
     out = np.asarray(encoder(x)["sequence_output"])
     assert (x["input_mask"] == 0).any()
     np.testing.assert_array_equal(out[x["input_mask"] == 0], 0.0)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_swap_heads_is_the_head_transpose_in_values_and_gradients(dtype):
+    """The attention's head transpose goes through an integer view (oneDNN's float transpose is slow on small
+    tensors): same bits out, and the gradient is tf.transpose's."""
+    from bert_keras.layers import swap_heads
+    x = tf.cast(tf.random.stateless_normal([2, 5, 3, 4], seed=[1, 2]), dtype)
+    w = tf.cast(tf.reshape(tf.range(120, dtype=tf.float32), [2, 3, 5, 4]), dtype)
+    grads = []
+    for swap in (swap_heads, lambda t: tf.transpose(t, (0, 2, 1, 3))):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = swap(x)
+            loss = tf.reduce_sum(tf.cast(y * w, tf.float32))
+        grads.append((y.numpy(), tape.gradient(loss, x).numpy()))
+    np.testing.assert_array_equal(grads[0][0], grads[1][0])
+    np.testing.assert_array_equal(grads[0][1], grads[1][1])
