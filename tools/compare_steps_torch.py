@@ -28,8 +28,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import os
 import sys
+
+import numpy as np
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")      # as bert_keras sets it (before TensorFlow loads)
@@ -56,7 +59,6 @@ def our_encoder(folder, max_seq_length):
 
 def seeded_batches(task, features, batch_size, steps):
     """The reference's collated batches: a fresh seeded permutation per pass, last partial batch dropped."""
-    import numpy as np
     per_epoch = len(features) // batch_size
     rng, batches = np.random.default_rng(0), []
     while len(batches) < steps:
@@ -113,110 +115,62 @@ def squad_setup(args, folder, tokenizer):
                 evaluate=None, info={"questions": args.questions, "windows": len(windows)})
 
 
-def conll_setup(args, folder, tokenizer):
-    import reference_finetune_torch as ref
-    from transformers import BertForTokenClassification
-    from bert_keras.data import CONLL2003_LABELS
-    from bert_keras.finetune.tagging import TaggingTask
-    from bert_keras.tasks import BertTagger
-    from bert_keras.tasks.tagger import IGNORE
-
-    train_path = args.train or os.path.join(DATA, "conll2003", "train.txt")
-    eval_path = os.path.join(DATA, "conll2003", "valid.txt")
-    settings = ref.parse_args(["--task", "conll2003", "--train", train_path, "--max-seq-length", "128",
-                               "--model", folder, "--out", os.devnull])
-    task = ref.TaggingTask(settings, tokenizer)
-    train = task.read(train_path)[:args.questions]
-    features = task.features(train, training=True)
+def labelled_setup(kind, args, folder, tokenizer):
+    """SST-2, OpenBookQA, CoNLL-2003: the reference's features and model, ours with the same head weights."""
     import torch
+    import transformers
+    import reference_finetune_torch as ref
+    from bert_keras import tasks
+    from bert_keras.finetune.registry import get_task
+
+    spec = LABELLED[kind]
+    train_path = args.train or os.path.join(DATA, spec["train"])
+    eval_path = os.path.join(DATA, spec["eval"])
+    settings = ref.parse_args(["--task", kind, "--train", train_path, "--max-seq-length", "128", "--model", folder,
+                               "--out", os.devnull])
+    task = ref.TASKS[kind](settings, tokenizer)
+    train = task.read(train_path)[:args.questions]
+    ours_task = get_task(kind)
+    ours_task.read(train_path)                                # sets the label names it builds the model with
     torch.manual_seed(0)
-    theirs = no_dropout(BertForTokenClassification, folder, num_labels=len(CONLL2003_LABELS))
+    theirs = no_dropout(getattr(transformers, spec["hf"]), folder, **spec.get("hf_args", {}))
     encoder, preprocessor = our_encoder(folder, 128)
-    ours = BertTagger(encoder, label_names=CONLL2003_LABELS, dropout=0.0, preprocessor=preprocessor)
-    ours.get_layer("logits").set_weights([theirs.classifier.weight.detach().numpy().T,
-                                          theirs.classifier.bias.detach().numpy()])
+    ours = ours_task.build_model(encoder, preprocessor, train)
+    ours.get_layer("head_dropout").rate = 0.0                  # the encoder's dropout is off already
+    ours.get_layer(spec["head"]).set_weights([theirs.classifier.weight.detach().numpy().T,
+                                              theirs.classifier.bias.detach().numpy()])
 
     def targets(batch):
         labels = batch["labels"].numpy().astype("int32")
-        return labels * (labels != ref.IGNORE) + IGNORE * (labels == ref.IGNORE)
+        return np.where(labels == ref.IGNORE, tasks.tagger.IGNORE, labels)
 
     def evaluate():
-        evaluation = task.read(eval_path)[:1000]
-        return {"ours": TaggingTask("conll2003").evaluate(ours, evaluation, 64),
-                "torch": task.evaluate(theirs, evaluation, task.features(evaluation, training=False))}
-
-    return dict(batches=seeded_batches(task, features, args.batch_size, args.steps), theirs=theirs, ours=ours,
-                compile_args=TaggingTask("conll2003").compile_args(), torch_loss=lambda batch: theirs(**batch).loss,
-                targets=targets, evaluate=evaluate, info={"sentences": len(train)})
-
-
-def sst2_setup(args, folder, tokenizer):
-    import torch
-    import reference_finetune_torch as ref
-    from transformers import BertForSequenceClassification
-    from bert_keras.finetune.classification import ClassificationTask
-    from bert_keras.tasks import BertClassifier
-
-    train_path = args.train or os.path.join(DATA, "SST-2", "train.tsv")
-    settings = ref.parse_args(["--task", "sst-2", "--train", train_path, "--model", folder, "--out", os.devnull])
-    task = ref.SequenceTask(settings, tokenizer)
-    train = task.read(train_path)[:args.questions]
-    torch.manual_seed(0)
-    theirs = no_dropout(BertForSequenceClassification, folder, num_labels=2)
-    encoder, preprocessor = our_encoder(folder, 128)
-    ours = BertClassifier(encoder, 2, dropout=0.0, label_names=task.label_names, preprocessor=preprocessor)
-    ours.get_layer("logits").set_weights([theirs.classifier.weight.detach().numpy().T,
-                                          theirs.classifier.bias.detach().numpy()])
-    ours_task = ClassificationTask("sst-2")
-
-    def evaluate():
-        evaluation = task.read(os.path.join(DATA, "SST-2", "dev.tsv"))
-        return {"ours": ours_task.evaluate(ours, ours_task.read(os.path.join(DATA, "SST-2", "dev.tsv")), 64),
+        evaluation = task.read(eval_path)[:spec.get("eval_examples")]
+        return {"ours": ours_task.evaluate(ours, ours_task.read(eval_path)[:spec.get("eval_examples")], 64),
                 "torch": task.evaluate(theirs, evaluation, task.features(evaluation, training=False))}
 
     return dict(batches=seeded_batches(task, task.features(train, training=True), args.batch_size, args.steps),
                 theirs=theirs, ours=ours, compile_args=ours_task.compile_args(),
-                torch_loss=lambda batch: theirs(**batch).loss,
-                targets=lambda batch: batch["labels"].numpy().astype("int32"), evaluate=evaluate,
-                info={"sentences": len(train)})
+                torch_loss=lambda batch: theirs(**batch).loss, targets=targets, evaluate=evaluate,
+                info={"examples": len(train)})
 
 
-def openbookqa_setup(args, folder, tokenizer):
-    import torch
-    import reference_finetune_torch as ref
-    from transformers import BertForMultipleChoice
-    from bert_keras.finetune.multiple_choice import MultipleChoiceTask
-    from bert_keras.tasks import BertMultipleChoice
-
-    train_path = args.train or os.path.join(DATA, "openbookqa", "train.jsonl")
-    eval_path = os.path.join(DATA, "openbookqa", "dev.jsonl")
-    settings = ref.parse_args(["--task", "openbookqa", "--train", train_path, "--model", folder,
-                               "--out", os.devnull])
-    task = ref.ChoiceTask(settings, tokenizer)
-    train = task.read(train_path)[:args.questions]
-    torch.manual_seed(0)
-    theirs = no_dropout(BertForMultipleChoice, folder)
-    encoder, preprocessor = our_encoder(folder, 128)
-    ours = BertMultipleChoice(encoder, dropout=0.0, preprocessor=preprocessor)
-    ours.get_layer("choice_score").set_weights([theirs.classifier.weight.detach().numpy().T,
-                                                theirs.classifier.bias.detach().numpy()])
-    ours_task = MultipleChoiceTask("openbookqa")
-
-    def evaluate():
-        evaluation = task.read(eval_path)
-        return {"ours": ours_task.evaluate(ours, ours_task.read(eval_path), 16),
-                "torch": task.evaluate(theirs, evaluation, task.features(evaluation, training=False))}
-
-    return dict(batches=seeded_batches(task, task.features(train, training=True), args.batch_size, args.steps),
-                theirs=theirs, ours=ours, compile_args=ours_task.compile_args(),
-                torch_loss=lambda batch: theirs(**batch).loss,
-                targets=lambda batch: batch["labels"].numpy().astype("int32"), evaluate=evaluate,
-                info={"questions": len(train)})
+LABELLED = {
+    "sst-2": dict(train="SST-2/train.tsv", eval="SST-2/dev.tsv", hf="BertForSequenceClassification",
+                  hf_args={"num_labels": 2}, head="logits"),
+    "openbookqa": dict(train="openbookqa/train.jsonl", eval="openbookqa/dev.jsonl", hf="BertForMultipleChoice",
+                       head="choice_score"),
+    "conll2003": dict(train="conll2003/train.txt", eval="conll2003/valid.txt", eval_examples=1000,
+                      hf="BertForTokenClassification", hf_args={"num_labels": 9}, head="logits"),
+}
 
 
-SETUPS = {"sst-2": (sst2_setup, dict(steps=186, questions=3000, batch_size=32)),
-          "openbookqa": (openbookqa_setup, dict(steps=250, questions=2000, batch_size=16)),"squad": (squad_setup, dict(steps=40, questions=800, batch_size=16)),
-          "conll2003": (conll_setup, dict(steps=186, questions=3000, batch_size=32))}
+SETUPS = {"squad": (squad_setup, dict(steps=40, questions=800, batch_size=16)),
+          "sst-2": (functools.partial(labelled_setup, "sst-2"), dict(steps=186, questions=3000, batch_size=32)),
+          "openbookqa": (functools.partial(labelled_setup, "openbookqa"), dict(steps=250, questions=2000,
+                                                                               batch_size=16)),
+          "conll2003": (functools.partial(labelled_setup, "conll2003"), dict(steps=186, questions=3000,
+                                                                             batch_size=32))}
 
 
 def main(argv=None) -> dict:
