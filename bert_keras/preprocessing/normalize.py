@@ -20,6 +20,8 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 from tensorflow_text.python.ops.regex_split_ops import gen_regex_split_ops
 
+MAX_WORD_CHARS = 100          # the reference's max_input_chars_per_word
+
 # CJK Unified Ideographs and extensions, compatibility ideographs: google-research's _is_chinese_char ranges.
 # (HF tokenizers' Rust port starts the fifth range at 0x2B920, a typo; we keep google-research's 0x2B820.)
 CJK = (r"\x{4E00}-\x{9FFF}\x{3400}-\x{4DBF}\x{20000}-\x{2A6DF}\x{2A700}-\x{2B73F}\x{2B740}-\x{2B81F}"
@@ -36,10 +38,27 @@ DROPPED = r"[\p{C}\x{FFFD}]"
 # characters (only letters and digits join into words; every other such character ends one). One pattern, not
 # "ASCII and not a long word": the route check scans every string of every batch, and one scan is ~20% cheaper.
 PLAIN_TEXT = r"(?:[A-Za-z0-9]{0,100}[ -/:-@\[-`{-~\t\n\r])*[A-Za-z0-9]{0,100}"
-# A run of letters, digits and characters outside printable ASCII that holds at least one of the latter: the
-# words (and whatever separates them inside the run) that need per-character normalisation. Everything between
-# two such runs is printable ASCII (with \t \n \r) and starts and ends at a word boundary.
-SPECIAL_RUN = r"[A-Za-z0-9]*(?:[^ -~\t\n\r][A-Za-z0-9]*)+"
+# The cuts around what needs per-character normalisation: a word holding a character outside printable ASCII
+# (letters, digits and such characters, at least one of the latter), or one separator, punctuation mark or CJK
+# ideograph outside ASCII. Everything between two cuts is printable ASCII (with \t \n \r) and starts and ends at
+# a word boundary; a special word holds no separator or punctuation but what normalisation makes (four
+# characters become ASCII punctuation: see above).
+_SPECIAL_WORD_CHAR = r"[^ -~\t\n\r\p{P}\p{Z}" + CJK + "]"
+_SPECIAL_BREAK = r"[^ -~\t\n\r\P{P}]|[^ -~\t\n\r\P{Z}]|[" + CJK + "]"
+SPECIAL_RUN = rf"[A-Za-z0-9]*(?:{_SPECIAL_WORD_CHAR}[A-Za-z0-9]*)+|{_SPECIAL_BREAK}"
+# Words of more than 100 characters (the reference's limit counts characters; FastWordpiece's counts bytes):
+# in normalised segments, one character at position 101 or later of such a word is swapped for a placeholder of
+# the same UTF-8 width that no vocabulary entry holds (normalisation drops all four: Cc, Co), so WordPiece
+# cannot match the word and makes all of it one [UNK] spanning the word, and byte offsets stay where they were.
+# Four small regex ops instead of grouping pieces into words (~50 ops, each ~2-3 us in tf.data, every batch).
+# A word is a run of characters other than printable-ASCII separators and punctuation: exact on normalised
+# segments, where the only other breaks are whole segments of one character (split_segments_flat).
+LONG_WORD_PLACEHOLDERS = ("\x01", "\x80", "\ue000", "\U000f0000")
+_WIDTHS = (r"\x{0}-\x{7F}", r"\x{80}-\x{7FF}", r"\x{800}-\x{FFFF}", r"\x{10000}-\x{10FFFF}")
+_WORD_CHAR = r"[^ -/:-@\[-`{-~\t\n\r"                                # + "]" once a width is excluded
+LONG_WORD_MARKS = tuple(
+    (f"({_WORD_CHAR}]{{100,}}){_WORD_CHAR}{''.join(w for w in _WIDTHS if w != width)}]", "\\1" + placeholder)
+    for width, placeholder in zip(_WIDTHS, LONG_WORD_PLACEHOLDERS))
 # A segment made only of these normalises by ASCII lower-casing alone, byte for byte.
 PLAIN_SEGMENT = r"[ -~\t\n\r]*"
 
@@ -67,14 +86,23 @@ def split_words_with_offsets(text, lower_case: bool = True):
 def split_segments_flat(text):
     """[B] strings -> (segments [N], starts [N] int64 byte offsets into the original text, row splits [B + 1]).
 
-    Cuts each string into alternating plain segments (printable ASCII, any number of words) and SPECIAL_RUNs,
-    in order, nothing dropped. Words never straddle a cut, so each segment can be normalised on its own and
-    handed whole to FastWordpiece's end-to-end mode, which splits it into words as the reference does (after
-    normalising: see wordpiece.py). Cutting only around the rare special runs costs a fraction of a split at
-    every space and punctuation mark. The raw kernel, without the RaggedTensor wrapper's shape checks."""
+    Cuts each string around its SPECIAL_RUNs (words holding a character outside printable ASCII, and single
+    separators, punctuation marks and ideographs outside ASCII), keeping them and the printable-ASCII text
+    between them in order, nothing dropped. Words never straddle a cut, so each segment can be normalised on its
+    own and handed whole to FastWordpiece's end-to-end mode, which splits it into words as the reference does
+    (after normalising: see wordpiece.py). Cutting only there costs a fraction of a cut at every space and
+    punctuation mark. The raw kernel, without the RaggedTensor wrapper's shape checks."""
     segments, starts, _, splits = gen_regex_split_ops.regex_split_with_offsets(   # the wrapper's (group)s
         _without_nul(text), f"({SPECIAL_RUN})", f"({SPECIAL_RUN})")
     return segments, starts, splits
+
+
+def mark_long_words(segments):
+    """Normalised segments (any shape) -> the same, each word of more than 100 characters holding a placeholder
+    (LONG_WORD_MARKS): its WordPiece is one [UNK]."""
+    for pattern, rewrite in LONG_WORD_MARKS:
+        segments = tf.strings.regex_replace(segments, pattern, rewrite)
+    return segments
 
 
 def normalize_characters(chars, lower_case: bool):

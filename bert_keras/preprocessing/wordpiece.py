@@ -6,22 +6,25 @@ Two routes, chosen per string, giving the same ids as HF tokenizers' BertWordPie
           Lower-casing ASCII keeps every byte where it was, so its offsets are already offsets into the
           original. Most English text goes here.
   general everything else: the string is cut (normalize.py's split_segments_flat) into plain segments
-          (printable ASCII, lower-cased in place) and special runs (words holding a character outside
-          printable ASCII, each character normalised alone); each normalised segment goes whole to the same
-          end-to-end FastWordpiece, which splits it into words after normalisation, as the reference does.
-          Pieces' offsets in a normalised run are mapped back through the characters they came from. A word
-          of more than 100 characters becomes one [UNK] afterwards (the reference counts characters;
-          FastWordpiece's limit counts bytes). Cutting only around the special runs, not at every word, is
-          what makes this route cheap: real text that is not plain is still mostly ASCII words.
-          (FastWordpiece splits at ICU's White_Space and punctuation, which after normalisation are the
-          reference's separators and punctuation: the fuzz tests check it against both references.)
+          (printable ASCII, lower-cased in place) and special ones (a word holding a character outside
+          printable ASCII, or one such separator, punctuation mark or ideograph; each character normalised
+          alone); each normalised segment goes whole to the same end-to-end FastWordpiece, which splits it into
+          words after normalisation, as the reference does. Pieces' offsets in a normalised special segment
+          are mapped back through the characters they came from. A word of more than 100 characters gets a
+          placeholder character of the same width that no vocabulary entry holds (normalize.py's
+          mark_long_words), so WordPiece makes it one [UNK] (the reference counts characters; FastWordpiece's
+          limit counts bytes). Cutting only around special words, not at every word, is what makes this route
+          cheap: real text that is not plain is still mostly ASCII words. (FastWordpiece splits at ICU's
+          White_Space and punctuation, which after normalisation are the reference's separators and
+          punctuation: the fuzz tests check it against both references.)
 Both routes run the same FastWordpiece model (one to build, ~60 ms for a 30k vocabulary).
 Why not TF.Text's FastBertNormalizer for the general route: it folds with NFKC-like rules (³ -> 3, ﬁ -> fi,
 ǅ -> dz) and keeps U+0085 as a break, so it differs from the reference on ~0.2% of real texts.
 
 Speed: everything runs on flat tensors with the raw TF.Text kernels (no RaggedTensor helpers, whose shape
 checks add ~1,000 graph nodes and ~2 ms to every call): one call costs ~0.3 ms plus the work, which is what
-matters in `tf.data`, where the graph runs once per batch. Rows are routed with dynamic_partition and the
+matters in `tf.data`, where the graph runs once per batch and every op costs ~1-3 us however small its tensors
+(measured on 2 busy cores), so fewer ops beat cleverer ones. Rows are routed with dynamic_partition and the
 results put back in order with one ragged gather. Called eagerly (a notebook, the pretraining data tool), each
 op costs Python time under the GIL: `tokenize` (ids only) skips the general route's offset work, and a few
 wrappers that cost ~0.1-0.4 ms each (tf.searchsorted, see ragged_rows.py; slicing in loops) are avoided, so an
@@ -45,10 +48,11 @@ from tensorflow.python.ops import gen_string_ops
 from tensorflow_text.core.pybinds.pywrap_fast_wordpiece_tokenizer_model_builder import build_fast_wordpiece_model
 from tensorflow_text.python.ops.fast_wordpiece_tokenizer import gen_fast_wordpiece_tokenizer
 
-from bert_keras.preprocessing.normalize import PLAIN_SEGMENT, PLAIN_TEXT, normalize_characters, split_segments_flat
+from bert_keras.preprocessing.normalize import (LONG_WORD_PLACEHOLDERS, MAX_WORD_CHARS, PLAIN_SEGMENT, PLAIN_TEXT,
+                                                mark_long_words, normalize_characters,
+                                                split_segments_flat)
 from bert_keras.preprocessing.ragged_rows import row_ids, upper_bound
 
-MAX_WORD_CHARS = 100          # the reference's max_input_chars_per_word
 UNK = "[UNK]"
 
 
@@ -69,8 +73,10 @@ class WordpieceTokenizer:
         model = build_fast_wordpiece_model(vocab, 4 * MAX_WORD_CHARS, "##", UNK, False, False)
         self._model = tf.constant(np.frombuffer(model, np.uint8))
         self._unk_id = vocab.index(UNK)
-        # Which ids continue a word ("##" pieces): the rest start one, which finds the words of the pieces.
-        self._continues = tf.constant([token.startswith("##") for token in vocab])
+        held = [p for p in LONG_WORD_PLACEHOLDERS if p in "".join(vocab)]
+        if held:
+            raise ValueError(f"vocabulary entries hold {held!r}, which normalisation drops and the tokenizer uses "
+                             "to mark words of more than 100 characters")
 
     def tokenize(self, text):
         """[B] strings -> RaggedTensor [B, (tokens)] int32 ids."""
@@ -118,7 +124,7 @@ class WordpieceTokenizer:
         char_norm = normalize_characters(chars, self.lower_case)                               # [M]
         char_segment = row_ids(char_splits, num_chars)                                         # [M]
         special_norm = gen_string_ops.unsorted_segment_join(char_norm, char_segment, tf.size(special_segments))
-        normalized = tf.dynamic_stitch([plain_at, special_at], [plain_norm, special_norm])    # [N]
+        normalized = mark_long_words(tf.dynamic_stitch([plain_at, special_at], [plain_norm, special_norm]))
 
         ids, piece_starts, piece_ends, piece_splits = self._word_pieces(normalized)    # offsets in-segment
         splits = tf.gather(piece_splits, segment_splits)
@@ -158,36 +164,10 @@ class WordpieceTokenizer:
     def _word_pieces(self, segments):
         """Normalised segments [N] -> flat (ids int32, starts, ends) [P] in normalised bytes and splits [N + 1].
         FastWordpiece's end-to-end mode splits each segment into words itself (on the normalised text, as the
-        reference does); then every word of more than 100 characters becomes one [UNK] spanning the word."""
+        reference does); words of more than 100 characters hold a placeholder by now and come out [UNK]."""
         _, ids, splits, starts, ends = gen_fast_wordpiece_tokenizer.fast_wordpiece_tokenize_with_offsets(
             input_values=segments, wp_model=self._model)
-        ids = tf.cast(ids, tf.int32)
-        first = tf.logical_not(tf.gather(self._continues, ids))                 # [P] a word's first piece
-        word = tf.cumsum(tf.cast(first, tf.int64)) - 1                          # [P] -> its word [W]
-        num_pieces = tf.size(ids, out_type=tf.int64)
-        first_at = tf.reshape(tf.where(first), [-1])                            # [W]
-        word_start = tf.gather(starts, first_at)
-        word_end = tf.gather(ends, tf.concat([first_at, num_pieces[None]], 0)[1:] - 1)        # last piece's
-        long = self._long_words(segments, tf.gather(row_ids(splits, num_pieces), first_at), word_start, word_end)
-        long_piece = tf.gather(long, word)
-        ids = tf.where(long_piece, self._unk_id, ids)                          # a long word's first piece
-        ends = tf.where(long_piece, tf.gather(word_end, word), ends)            # ... spans the whole word
-        kept = tf.logical_or(first, tf.logical_not(long_piece))                 # and its others go
-        kept_before = tf.concat([[0], tf.cumsum(tf.cast(kept, tf.int64))], 0)   # [P + 1]
-        keep = tf.reshape(tf.where(kept), [-1])
-        return (tf.gather(ids, keep), tf.gather(starts, keep), tf.gather(ends, keep),
-                tf.gather(kept_before, splits))
-
-    @staticmethod
-    def _long_words(segments, word_segment, word_start, word_end):
-        """Words [W] given by segment index and [start, end) bytes in it -> [W] bool: over 100 characters.
-        Only words over 100 bytes can be, and they are rare: just those are cut out and counted."""
-        candidates = tf.reshape(tf.where(word_end - word_start > MAX_WORD_CHARS), [-1])        # [C]
-        start = tf.gather(word_start, candidates)
-        text = tf.strings.substr(tf.gather(segments, tf.gather(word_segment, candidates)), start,
-                                 tf.gather(word_end, candidates) - start)
-        long = tf.strings.length(text, unit="UTF8_CHAR") > MAX_WORD_CHARS
-        return tf.scatter_nd(candidates[:, None], long, tf.shape(word_start, out_type=tf.int64))
+        return tf.cast(ids, tf.int32), starts, ends, splits
 
 
 def _stitch_rows(rows, routes):
