@@ -141,8 +141,9 @@ def labelled_setup(kind, args, folder, tokenizer):
     encoder, preprocessor = our_encoder(folder, 128)
     ours = ours_task.build_model(encoder, preprocessor, train)
     ours.get_layer("head_dropout").rate = DROPOUT
-    ours.get_layer(spec["head"]).set_weights([theirs.classifier.weight.detach().numpy().T,
-                                              theirs.classifier.bias.detach().numpy()])
+    if not args.own_head:
+        ours.get_layer(spec["head"]).set_weights([theirs.classifier.weight.detach().numpy().T,
+                                                  theirs.classifier.bias.detach().numpy()])
 
     def targets(batch):
         labels = batch["labels"].numpy().astype("int32")
@@ -192,6 +193,9 @@ def main(argv=None) -> dict:
                    help="dropout on both sides (0: deterministic; 0.1: the recipe's, same batches and head weights, "
                         "so what differs is the dropout masks)")
     p.add_argument("--seed", type=int, default=0, help="both sides' dropout seeds (with --dropout)")
+    p.add_argument("--own-head", action="store_true",
+                   help="sst-2/openbookqa/conll2003: keep our head's own initial weights (Keras' TruncatedNormal) "
+                        "instead of copying transformers'")
     p.add_argument("--out", default=None, help="default: benchmarks/results/compare_steps_<task>.json")
     args = p.parse_args(argv)
     global DROPOUT
@@ -236,7 +240,7 @@ def main(argv=None) -> dict:
         print(f"step {step:3d}  ours {our_loss:.6f}  torch {loss.item():.6f}  difference {our_loss - loss.item():+.2e}",
               flush=True)
     result = {"task": args.task, **parts["info"], "batch_size": args.batch_size, "learning_rate": args.learning_rate,
-              "dropout": args.dropout, "seed": args.seed,
+              "dropout": args.dropout, "seed": args.seed, "own_head": args.own_head,
               "warmup_steps": warmup, "total_steps": total, "steps": rows,
               "max_abs_difference": max(abs(r["difference"]) for r in rows)}
     if args.task == "squad":
