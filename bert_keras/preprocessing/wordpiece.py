@@ -65,14 +65,14 @@ class WordpieceTokenizer:
                              "[UNK] [CLS] [SEP] [MASK].")
         self.lower_case = lower_case
         # One model for both routes (building one costs ~60 ms): end-to-end mode, which splits text at
-        # whitespace and punctuation (ICU's, with BERT's ASCII and CJK additions) before WordPiece. The general
-        # route hands it normalised words that hold neither, so it leaves them whole. Its byte limit fits 100
-        # characters of up to 4 bytes; the reference's 100-character limit is checked by the routes themselves.
+        # whitespace and punctuation (ICU's, with BERT's ASCII and CJK additions) before WordPiece; the general
+        # route hands it normalised segments, which it splits the same way. Its byte limit fits 100 characters of
+        # up to 4 bytes; the reference's 100-character limit is the routes' own (PLAIN_TEXT keeps long words off
+        # the plain route, mark_long_words makes them [UNK] on the general one).
         # TF.Text's own builder; its tokenizer class would turn the ~1.7 MB model into a Python list of ints on the
         # way to a tensor (~5-10 ms), so the bytes become the uint8 tensor directly.
         model = build_fast_wordpiece_model(vocab, 4 * MAX_WORD_CHARS, "##", UNK, False, False)
         self._model = tf.constant(np.frombuffer(model, np.uint8))
-        self._unk_id = vocab.index(UNK)
         held = [p for p in LONG_WORD_PLACEHOLDERS if p in "".join(vocab)]
         if held:
             raise ValueError(f"vocabulary entries hold {held!r}, which normalisation drops and the tokenizer uses "
