@@ -7,9 +7,9 @@ one Session.run: their inputs concatenated along dimension 0, the outputs cut ba
 `num_batch_threads` threads; at most `max_enqueued_batches` wait per signature (then UNAVAILABLE, as the server).
 TF Serving's rules that show to a client, kept: all inputs of a request must have the same 0th dimension; a
 request larger than `max_batch_size` is refused (no large-batch splitting here: `enable_large_batch_splitting`,
-`max_execution_batch_size` and `pad_variable_length_inputs` are read, and a warning names them when set); every output must have the
-batch as its 0th dimension (SQuAD's per-window outputs do not: serve span models without batching);
-`allowed_batch_sizes` pads a batch with copies of its first example up to the next allowed size.
+`max_execution_batch_size` and `pad_variable_length_inputs` are read, and a warning names them when set); every
+output must have the batch as its 0th dimension (SQuAD's per-window outputs do not: serve span models without
+batching); `allowed_batch_sizes` pads a batch with copies of its first example up to the next allowed size.
 
 The parameters file is TF Serving's text proto (BatchingParameters), e.g. what `bert-keras export` writes:
 
