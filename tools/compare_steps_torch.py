@@ -42,21 +42,18 @@ sys.path[:0] = [ROOT, os.path.join(ROOT, "tools")]
 DATA = os.path.join(os.path.dirname(ROOT), "shared", "data")
 
 
-DROPOUT = 0.0                 # --dropout: both sides' rate (encoder and head); 0 makes them deterministic
-
-
-def hf_model(hf_class, folder, **kwargs):
+def hf_model(hf_class, folder, dropout, **kwargs):
     from transformers import BertConfig as HFConfig
     return hf_class.from_pretrained(folder, config=HFConfig.from_pretrained(
-        folder, hidden_dropout_prob=DROPOUT, attention_probs_dropout_prob=DROPOUT, **kwargs))
+        folder, hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout, **kwargs))
 
 
-def our_encoder(folder, max_seq_length):
+def our_encoder(folder, max_seq_length, dropout):
     from bert_keras.encoder import BertEncoder
     from bert_keras.finetune.trainer import load_backbone
     encoder, preprocessor = load_backbone(folder, max_seq_length=max_seq_length)
-    plain = BertEncoder(dataclasses.replace(encoder.config, hidden_dropout_prob=DROPOUT,
-                                            attention_probs_dropout_prob=DROPOUT))
+    plain = BertEncoder(dataclasses.replace(encoder.config, hidden_dropout_prob=dropout,
+                                            attention_probs_dropout_prob=dropout))
     plain.set_weights(encoder.get_weights())
     return plain, preprocessor
 
@@ -95,11 +92,12 @@ def squad_setup(args, folder, tokenizer):
         raise ValueError(f"{len(windows)} windows make fewer than {args.steps} batches of {args.batch_size}: "
                          "raise --questions")
     torch.manual_seed(0)
-    theirs = hf_model(BertForQuestionAnswering, folder)
-    encoder, _ = our_encoder(folder, 384)
+    theirs = hf_model(BertForQuestionAnswering, folder, args.dropout)
+    encoder, _ = our_encoder(folder, 384, args.dropout)
     ours = BertSpanLabeler(encoder)
-    ours.get_layer("span_logits").set_weights([theirs.qa_outputs.weight.detach().numpy().T,
-                                                theirs.qa_outputs.bias.detach().numpy()])
+    if not args.own_head:
+        ours.get_layer("span_logits").set_weights([theirs.qa_outputs.weight.detach().numpy().T,
+                                                    theirs.qa_outputs.bias.detach().numpy()])
 
     def torch_loss(batch):
         if args.torch_loss == "hf":
@@ -116,7 +114,7 @@ def squad_setup(args, folder, tokenizer):
 
     return dict(batches=seeded_batches(task, windows, args.batch_size, args.steps), theirs=theirs, ours=ours,
                 compile_args=SquadTask("squad").compile_args(), torch_loss=torch_loss, targets=targets,
-                evaluate=None, info={"questions": args.questions, "windows": len(windows)})
+                info={"questions": args.questions, "windows": len(windows)})
 
 
 def labelled_setup(kind, args, folder, tokenizer):
@@ -137,10 +135,10 @@ def labelled_setup(kind, args, folder, tokenizer):
     ours_task = get_task(kind)
     ours_task.read(train_path)                                # sets the label names it builds the model with
     torch.manual_seed(0)
-    theirs = hf_model(getattr(transformers, spec["hf"]), folder, **spec.get("hf_args", {}))
-    encoder, preprocessor = our_encoder(folder, 128)
+    theirs = hf_model(getattr(transformers, spec["hf"]), folder, args.dropout, **spec.get("hf_args", {}))
+    encoder, preprocessor = our_encoder(folder, 128, args.dropout)
     ours = ours_task.build_model(encoder, preprocessor, train)
-    ours.get_layer("head_dropout").rate = DROPOUT
+    ours.get_layer("head_dropout").rate = args.dropout
     if not args.own_head:
         ours.get_layer(spec["head"]).set_weights([theirs.classifier.weight.detach().numpy().T,
                                                   theirs.classifier.bias.detach().numpy()])
@@ -162,20 +160,17 @@ def labelled_setup(kind, args, folder, tokenizer):
 
 LABELLED = {
     "sst-2": dict(train="SST-2/train.tsv", eval="SST-2/dev.tsv", hf="BertForSequenceClassification",
-                  hf_args={"num_labels": 2}, head="logits"),
+                  hf_args={"num_labels": 2}, head="logits", defaults=dict(steps=186, questions=3000, batch_size=32)),
     "openbookqa": dict(train="openbookqa/train.jsonl", eval="openbookqa/dev.jsonl", hf="BertForMultipleChoice",
-                       head="choice_score"),
+                       head="choice_score", defaults=dict(steps=250, questions=2000, batch_size=16)),
     "conll2003": dict(train="conll2003/train.txt", eval="conll2003/valid.txt", eval_examples=1000,
-                      hf="BertForTokenClassification", hf_args={"num_labels": 9}, head="logits"),
+                      hf="BertForTokenClassification", hf_args={"num_labels": 9}, head="logits",
+                      defaults=dict(steps=186, questions=3000, batch_size=32)),
 }
 
-
+# task -> (setup(args, folder, tokenizer), default steps / training examples / batch size)
 SETUPS = {"squad": (squad_setup, dict(steps=40, questions=800, batch_size=16)),
-          "sst-2": (functools.partial(labelled_setup, "sst-2"), dict(steps=186, questions=3000, batch_size=32)),
-          "openbookqa": (functools.partial(labelled_setup, "openbookqa"), dict(steps=250, questions=2000,
-                                                                               batch_size=16)),
-          "conll2003": (functools.partial(labelled_setup, "conll2003"), dict(steps=186, questions=3000,
-                                                                             batch_size=32))}
+          **{kind: (functools.partial(labelled_setup, kind), spec["defaults"]) for kind, spec in LABELLED.items()}}
 
 
 def main(argv=None) -> dict:
@@ -194,12 +189,12 @@ def main(argv=None) -> dict:
                         "so what differs is the dropout masks)")
     p.add_argument("--seed", type=int, default=0, help="both sides' dropout seeds (with --dropout)")
     p.add_argument("--own-head", action="store_true",
-                   help="sst-2/openbookqa/conll2003: keep our head's own initial weights (Keras' TruncatedNormal) "
-                        "instead of copying transformers'")
+                   help="keep our head's own initial weights (Keras' TruncatedNormal) instead of copying "
+                        "transformers'")
     p.add_argument("--out", default=None, help="default: benchmarks/results/compare_steps_<task>.json")
     args = p.parse_args(argv)
-    global DROPOUT
-    DROPOUT = args.dropout
+    if args.evaluate and args.task == "squad":
+        p.error("--evaluate scores sst-2, openbookqa and conll2003; squad compares losses only")
     setup, defaults = SETUPS[args.task]
     for key, value in defaults.items():
         if getattr(args, key) is None:
@@ -245,7 +240,7 @@ def main(argv=None) -> dict:
               "max_abs_difference": max(abs(r["difference"]) for r in rows)}
     if args.task == "squad":
         result["torch_loss"] = args.torch_loss
-    if args.evaluate and parts["evaluate"] is not None:
+    if args.evaluate:
         result["evaluation"] = parts["evaluate"]()
         print("evaluation:", result["evaluation"], flush=True)
     out = args.out or os.path.join(ROOT, "benchmarks", "results", f"compare_steps_{args.task}.json")
