@@ -56,3 +56,5 @@ def test_compare_times_both_exports(export):
     speed = profile_serving.compare({"export": bundle, "compare": SessionBundle(export)}, TEXTS * 4, batch=2,
                                     rounds=1, seconds=0.2)
     assert set(speed) == {"export", "compare"} and min(speed.values()) > 0
+    with pytest.raises(ValueError, match="make no batch of 32"):
+        profile_serving.compare({"export": bundle}, TEXTS, batch=32, rounds=1, seconds=0.1)

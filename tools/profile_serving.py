@@ -90,6 +90,9 @@ def profile(bundle, texts: list[str], runs: int) -> dict:
 def compare(bundles: dict, texts: list[str], batch: int, rounds: int, seconds: float) -> dict:
     """Sentences/s of each bundle, alternating rounds of `seconds` each; the best round of each."""
     import numpy as np
+    if len(texts) < batch:
+        raise ValueError(f"{len(texts)} sentences make no batch of {batch}: give more (--sentences) or a smaller "
+                         "--batch-sizes")
     best = dict.fromkeys(bundles, 0.0)
     chunks = [np.array(texts[i:i + batch], object) for i in range(0, len(texts) - batch + 1, batch)]
     for bundle in bundles.values():                                       # warm-up: traces, oneDNN primitives
