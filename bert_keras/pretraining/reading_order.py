@@ -53,11 +53,14 @@ class Segments:
     def read_many(self, segments: list[int]) -> list[list[bytes]]:
         """The records of each segment, in the order given; each file is opened once (a group of 40 segments of
         one file is one open, not 40: the difference on gs://)."""
+        by_file = {}
+        for segment in sorted(set(segments)):                  # each file's segments in file order
+            by_file.setdefault(int(self.file_id[segment]), []).append(segment)
         found = {}
-        for file_id in sorted({int(self.file_id[s]) for s in segments}):
+        for file_id, in_file in by_file.items():
             path = self.files[file_id]
             with _open(path) as f:
-                for segment in sorted(s for s in segments if self.file_id[s] == file_id):
+                for segment in in_file:
                     f.seek(int(self.start[segment]))
                     data = f.read(int(self.end[segment] - self.start[segment]))
                     found[segment] = self._records(segment, path, data)
