@@ -73,7 +73,8 @@ class WordpieceTokenizer:
         # way to a tensor (~5-10 ms), so the bytes become the uint8 tensor directly.
         model = build_fast_wordpiece_model(vocab, 4 * MAX_WORD_CHARS, "##", UNK, False, False)
         self._model = tf.constant(np.frombuffer(model, np.uint8))
-        held = [p for p in LONG_WORD_PLACEHOLDERS if p in "".join(vocab)]
+        entries = "".join(vocab)
+        held = [p for p in LONG_WORD_PLACEHOLDERS if p in entries]
         if held:
             raise ValueError(f"vocabulary entries hold {held!r}, which normalisation drops and the tokenizer uses "
                              "to mark words of more than 100 characters")
