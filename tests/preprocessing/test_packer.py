@@ -18,14 +18,14 @@ def _google_truncate(segments, budget):
     return segments
 
 
-def _reference(segments, length):
+def _reference(segments, length, pad_id=0):
     kept = _google_truncate(segments, length - len(segments) - 1)
     ids, types = [CLS], [0]
     for i, seg in enumerate(kept):
         ids += seg + [SEP]
         types += [i] * (len(seg) + 1)
     pad = length - len(ids)
-    return ids + [0] * pad, [1] * len(ids) + [0] * pad, types + [0] * pad
+    return ids + [pad_id] * pad, [1] * len(ids) + [0] * pad, types + [0] * pad
 
 
 @pytest.mark.parametrize("truncation", ["round_robin", "longest_first"])
@@ -39,6 +39,23 @@ def test_truncation_matches_google_research_for_every_small_case(truncation):
             for row, lens in enumerate(cases):
                 want = _reference([segs[i][row] for i in range(n)], length)
                 assert got["input_word_ids"][row].numpy().tolist() == want[0], (n, length, lens)
+                assert got["input_mask"][row].numpy().tolist() == want[1]
+                assert got["input_type_ids"][row].numpy().tolist() == want[2]
+
+
+@pytest.mark.parametrize("call_time_length", [False, True])
+def test_any_pad_id_and_a_length_chosen_at_call_time(call_time_length):
+    """One segment takes its own short path (packer._pack_one), more segments the general one: both against the
+    reference with a pad id other than 0, and with the length a scalar tensor (TF Hub's seq_length=N)."""
+    cases = [[[100 * (i + 1) + k for k in range(n)] for n in (0, 1, 3, 6, 9)] for i in range(2)]
+    for n in (1, 2):
+        for length in (n + 2, 8):
+            seq_length = tf.constant(length) if call_time_length else length
+            got = pack_segments([tf.ragged.constant(s, dtype=tf.int32) for s in cases[:n]], CLS, SEP,
+                                seq_length=seq_length, pad_id=7)
+            for row in range(5):
+                want = _reference([cases[i][row] for i in range(n)], length, pad_id=7)
+                assert got["input_word_ids"][row].numpy().tolist() == want[0], (n, length, row)
                 assert got["input_mask"][row].numpy().tolist() == want[1]
                 assert got["input_type_ids"][row].numpy().tolist() == want[2]
 
