@@ -26,6 +26,9 @@ One run, one process (PyTorch in the same process):
   with the accuracy of each precision's SavedModel on the labelled sentences and its drop from fp32 ("accuracy";
   meaningful with a fine-tuned --model), and whether the CPU has the instructions ("cpu_flags",
   "precision_native").
+- matmul_floor: the export's dense matmuls and nothing else, at each batch's real token counts (tools/matmul_floor.py):
+  what ours would reach if every other op cost nothing; "matmul_floor_over_onnxruntime" < 1 means no graph
+  overhead removed could catch ORT with TensorFlow's matmul kernels.
 Throughput in sentences/s at batch 1 and 32 over real SST-2 dev sentences, and gRPC latency (p50/p99) with 8
 concurrent clients sending one sentence each through savedmodels.local_server (TF Serving's PredictionService
 protocol and load path over the same SavedModel; the stock server cannot be installed here), without and with
@@ -368,6 +371,12 @@ def _main(argv, work: str) -> None:
               "{int8_max_logit_difference_vs_fp32:.3f}, argmax agreement {int8_argmax_agreement_vs_fp32:.4f} over "
               "{int8_checked_sentences} sentences".format(**onnx_report), flush=True)
         peers.update(runs)
+    # A lower bound for ours: the export's dense matmuls alone (tools/matmul_floor.py), fed each batch's token counts.
+    from matmul_floor import MatmulFloor
+    floor = MatmulFloor(model.encoder.config, len(model.label_names))
+    token_counts = dict(zip(texts, np.concatenate([pre(texts[i:i + 256])["input_mask"].numpy().sum(axis=1)
+                                                   for i in range(0, len(texts), 256)])))
+    peers["matmul_floor"] = lambda b: floor.run([token_counts[t] for t in b])
     results = {}
     for batch in batch_sizes:
         row = results.setdefault(f"batch_{batch}", {})
@@ -384,6 +393,7 @@ def _main(argv, work: str) -> None:
                 row[name] = throughput(fn, texts, batch, budget)
             print(f"batch {batch:>3} {name:<16} {row[name]:8.1f} sentences/s", flush=True)
         row["ours_over_fixed128"] = row["ours"] / row["fixed128"]
+        row["ours_over_matmul_floor"] = row["ours"] / row["matmul_floor"]
         if "garden128" in row:
             row["ours_over_garden128"] = row["ours"] / row["garden128"]
         for peer in ("torch", "onnxruntime", "onnxruntime_int8"):
@@ -392,6 +402,7 @@ def _main(argv, work: str) -> None:
                     row[f"{ours}_over_{peer}"] = row[ours] / row[peer]
                 # and at ours' own thread count, which the best-of above need not be
                 row[f"ours_over_{peer}_threads_{threads}"] = row["ours"] / row[f"{peer}_threads_{threads}"]
+                row[f"matmul_floor_over_{peer}"] = row["matmul_floor"] / row[peer]
     requests = 20 if args.quick else 100
     latency = grpc_latency(os.path.join(work, "ours"), "ours", texts, clients=8, requests=requests)
     # Server-side batching with the parameters `bert-keras export` writes (batching_parameters.txt).
