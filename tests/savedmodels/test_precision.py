@@ -41,7 +41,11 @@ def test_reduced_precision_export_runs_on_the_session_path(model, tmp_path, kind
 def test_missing_instructions_warn_and_unknown_precision_is_refused(model, monkeypatch):
     monkeypatch.setattr(precision, "cpu_flags", lambda: {"avx2"})
     assert precision.cpu_support("bf16") == (False, "none of avx512_bf16, amx_bf16")
-    with pytest.warns(UserWarning, match="none of avx512_vnni, avx_vnni, amx_int8.*slower than fp32"):
+    with pytest.warns(UserWarning, match="none of avx512_bf16, amx_bf16.*slower than fp32"):
+        precision.with_precision(model, "bf16")
+    # int8 is slower than fp32 on TensorFlow's CPU kernels with or without VNNI (measured): always said.
+    monkeypatch.setattr(precision, "cpu_flags", lambda: {"avx2", "avx512_vnni"})
+    with pytest.warns(UserWarning, match="int8 export .* serves 3-4x slower than fp32"):
         precision.with_precision(model, "int8")
     with pytest.raises(ValueError, match="precision must be one of fp32, bf16, int8"):
         precision.with_precision(model, "fp16")
