@@ -58,10 +58,10 @@ def our_encoder(folder, max_seq_length, dropout):
     return plain, preprocessor
 
 
-def seeded_batches(task, features, batch_size, steps):
+def seeded_batches(task, features, batch_size, steps, order_seed: int = 0):
     """The reference's collated batches: a fresh seeded permutation per pass, last partial batch dropped."""
     per_epoch = len(features) // batch_size
-    rng, batches = np.random.default_rng(0), []
+    rng, batches = np.random.default_rng(order_seed), []
     while len(batches) < steps:
         order = rng.permutation(len(features))
         batches += [task.collate([features[i] for i in order[s * batch_size:(s + 1) * batch_size]])
@@ -112,7 +112,8 @@ def squad_setup(args, folder, tokenizer):
         return {"start_logits": batch["start_positions"].numpy().astype("int32"),
                 "end_logits": batch["end_positions"].numpy().astype("int32")}
 
-    return dict(batches=seeded_batches(task, windows, args.batch_size, args.steps), theirs=theirs, ours=ours,
+    return dict(batches=seeded_batches(task, windows, args.batch_size, args.steps, args.order_seed), theirs=theirs,
+                ours=ours,
                 compile_args=SquadTask("squad").compile_args(), torch_loss=torch_loss, targets=targets,
                 info={"questions": args.questions, "windows": len(windows)})
 
@@ -152,7 +153,8 @@ def labelled_setup(kind, args, folder, tokenizer):
         return {"ours": ours_task.evaluate(ours, ours_task.read(eval_path)[:spec.get("eval_examples")], 64),
                 "torch": task.evaluate(theirs, evaluation, task.features(evaluation, training=False))}
 
-    return dict(batches=seeded_batches(task, task.features(train, training=True), args.batch_size, args.steps),
+    return dict(batches=seeded_batches(task, task.features(train, training=True), args.batch_size, args.steps,
+                                           args.order_seed),
                 theirs=theirs, ours=ours, compile_args=ours_task.compile_args(),
                 torch_loss=lambda batch: theirs(**batch).loss, targets=targets, evaluate=evaluate,
                 info={"examples": len(train)})
@@ -188,6 +190,7 @@ def main(argv=None) -> dict:
                    help="dropout on both sides (0: deterministic; 0.1: the recipe's, same batches and head weights, "
                         "so what differs is the dropout masks)")
     p.add_argument("--seed", type=int, default=0, help="both sides' dropout seeds (with --dropout)")
+    p.add_argument("--order-seed", type=int, default=0, help="seed of the batch order (both sides take the same)")
     p.add_argument("--own-head", action="store_true",
                    help="keep our head's own initial weights (Keras' TruncatedNormal) instead of copying "
                         "transformers'")
@@ -235,7 +238,7 @@ def main(argv=None) -> dict:
         print(f"step {step:3d}  ours {our_loss:.6f}  torch {loss.item():.6f}  difference {our_loss - loss.item():+.2e}",
               flush=True)
     result = {"task": args.task, **parts["info"], "batch_size": args.batch_size, "learning_rate": args.learning_rate,
-              "dropout": args.dropout, "seed": args.seed, "own_head": args.own_head,
+              "dropout": args.dropout, "seed": args.seed, "order_seed": args.order_seed, "own_head": args.own_head,
               "warmup_steps": warmup, "total_steps": total, "steps": rows,
               "max_abs_difference": max(abs(r["difference"]) for r in rows)}
     if args.task == "squad":
