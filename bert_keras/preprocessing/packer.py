@@ -99,9 +99,8 @@ def pack_segments(segments, cls_id: int, sep_id: int, seq_length: int | None = N
     run_lengths = tf.concat(run_lengths, 1)                                                  # [B, 2K + 1]
     source = tf.ragged.range(run_starts, run_starts + tf.reshape(run_lengths, [-1]))
     total = tf.reduce_sum(run_lengths, axis=1)                                               # [B]
-    if seq_length is None:                                     # pad to the batch's longest, a multiple of 8
-        longest = tf.reduce_max(tf.concat([total, [1]], 0))
-        length = tf.minimum((longest + 7) // 8 * 8, max_seq_length)
+    if seq_length is None:
+        length = _batch_length(total, max_seq_length)
     shape = tf.stack([tf.shape(kept, out_type=tf.int64)[0], tf.cast(length, tf.int64)])
     word_ids = tf.RaggedTensor.from_row_splits(tf.gather(pool, source.flat_values),
                                                tf.concat([[0], tf.cumsum(total)], 0), validate=False)
@@ -109,6 +108,13 @@ def pack_segments(segments, cls_id: int, sep_id: int, seq_length: int | None = N
     mask = tf.cast(positions < total[:, None], tf.int32)
     return {"input_word_ids": word_ids.to_tensor(default_value=pad_id, shape=shape), "input_mask": mask,
             "input_type_ids": _token_types(kept, positions, mask)}
+
+
+def _batch_length(total, max_seq_length: int):
+    """Each row's length with its special tokens [B] -> the length to pad to without a fixed seq_length: the
+    batch's longest rounded up to a multiple of 8, at most max_seq_length (8 for an empty batch)."""
+    longest = tf.reduce_max(tf.concat([total, [1]], 0))
+    return tf.minimum((longest + 7) // 8 * 8, max_seq_length)
 
 
 def _pack_one(values, splits, cls_id, sep_id, budget, seq_length, max_seq_length, pad_id):
@@ -119,9 +125,8 @@ def _pack_one(values, splits, cls_id, sep_id, budget, seq_length, max_seq_length
     cuts every row to the budget and pads it in one op, one Pad makes room for [CLS] and [SEP], and both are
     added where the padding left zeros."""
     kept = tf.minimum(splits[1:] - splits[:-1], budget)                                        # [B]
-    if seq_length is None:                                     # pad to the batch's longest, a multiple of 8
-        longest = tf.reduce_max(tf.concat([kept, [0]], 0)) + 2
-        length = tf.minimum((longest + 7) // 8 * 8, max_seq_length)
+    if seq_length is None:
+        length = _batch_length(kept + 2, max_seq_length)
         budget = length - 2
     else:
         length = budget + 2
