@@ -20,6 +20,7 @@ from savedmodels.session_bundle import SessionBundle
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tools"))
 from matmul_floor import MatmulFloor  # noqa: E402
+from profile_serving import op_type  # noqa: E402
 
 TEXTS = ["a charming and often affecting journey .", "bad", "Ünïcödé — “quoted” text, and then some more words"]
 
@@ -29,7 +30,7 @@ def _dense_matmul_shapes(step_stats) -> collections.Counter:
     shapes = collections.Counter()
     for device in step_stats.dev_stats:
         for node in device.node_stats:
-            op = node.timeline_label.split(" = ", 1)[1].split("(", 1)[0] if " = " in node.timeline_label else ""
+            op = op_type(node.timeline_label, node.node_name)
             if "MatMul" in op and "BatchMatMul" not in op:
                 dims = [d.size for d in node.output[0].tensor_description.shape.dim]
                 shapes[(int(np.prod(dims[:-1])), dims[-1])] += 1
