@@ -87,6 +87,13 @@ def throughput(fn, texts: list[str], batch: int, budget_s: float) -> float:
                 return done / (time.perf_counter() - start)
 
 
+def served(bundle):
+    """A list of sentences -> probabilities [B, C], through a SessionBundle's `serving_default` signature."""
+    import numpy as np
+    return lambda texts: bundle.run("serving_default", {"text": np.array(texts, object)},
+                                    ["probabilities"])["probabilities"]
+
+
 def grpc_latency(base_path: str, name: str, texts: list[str], clients: int, requests: int, batching=None) -> dict:
     from savedmodels.client import ServingClient
     from savedmodels.local_server import start_server
@@ -340,9 +347,7 @@ def _main(argv, work: str) -> None:
     garden_path = garden_export(model, fixed, work)
     if garden_path:
         exports.append(("garden128", garden_path))
-    peers = {name: (lambda bundle: lambda b: bundle.run("serving_default", {"text": np.array(b, object)},
-                                                         ["probabilities"])["probabilities"])(SessionBundle(path))
-             for name, path in exports}
+    peers = {name: served(SessionBundle(path)) for name, path in exports}
     garden_agreement = (float(np.abs(peers["ours"](texts[:32]) - peers["garden128"](texts[:32])).max())
                         if garden_path else None)
     # Accuracy of each precision on the labelled sentences, through its SavedModel on the session path.

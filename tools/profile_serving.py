@@ -88,23 +88,20 @@ def profile(bundle, texts: list[str], runs: int) -> dict:
 
 
 def compare(bundles: dict, texts: list[str], batch: int, rounds: int, seconds: float) -> dict:
-    """Sentences/s of each bundle, alternating rounds of `seconds` each; the best round of each."""
-    import numpy as np
+    """Sentences/s of each bundle (benchmark_serving.throughput, as that benchmark counts them), alternating
+    rounds of `seconds` each; the best round of each."""
+    from benchmark_serving import served, throughput
     if len(texts) < batch:
         raise ValueError(f"{len(texts)} sentences make no batch of {batch}: give more (--sentences) or a smaller "
                          "--batch-sizes")
+    runs = {name: served(bundle) for name, bundle in bundles.items()}
+    for run in runs.values():                                             # warm-up: traces, oneDNN primitives
+        for i in range(0, min(3 * batch, len(texts) - batch + 1), batch):
+            run(texts[i:i + batch])
     best = dict.fromkeys(bundles, 0.0)
-    chunks = [np.array(texts[i:i + batch], object) for i in range(0, len(texts) - batch + 1, batch)]
-    for bundle in bundles.values():                                       # warm-up: traces, oneDNN primitives
-        for chunk in chunks[:3]:
-            bundle.run("serving_default", {"text": chunk}, ["probabilities"])
     for _ in range(rounds):
-        for name, bundle in bundles.items():
-            done, start = 0, time.perf_counter()
-            while time.perf_counter() - start < seconds:
-                bundle.run("serving_default", {"text": chunks[done % len(chunks)]}, ["probabilities"])
-                done += 1
-            best[name] = max(best[name], done * batch / (time.perf_counter() - start))
+        for name, run in runs.items():
+            best[name] = max(best[name], throughput(run, texts, batch, seconds))
     return best
 
 
