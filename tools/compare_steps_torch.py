@@ -112,9 +112,9 @@ def squad_setup(args, folder, tokenizer):
         return {"start_logits": batch["start_positions"].numpy().astype("int32"),
                 "end_logits": batch["end_positions"].numpy().astype("int32")}
 
-    return dict(batches=seeded_batches(task, windows, args.batch_size, args.steps, args.order_seed), theirs=theirs,
-                ours=ours,
-                compile_args=SquadTask("squad").compile_args(), torch_loss=torch_loss, targets=targets,
+    return dict(batches=seeded_batches(task, windows, args.batch_size, args.steps, args.order_seed),
+                theirs=theirs, ours=ours, compile_args=SquadTask("squad").compile_args(), torch_loss=torch_loss,
+                targets=targets,
                 info={"questions": args.questions, "windows": len(windows)})
 
 
@@ -153,9 +153,8 @@ def labelled_setup(kind, args, folder, tokenizer):
         return {"ours": ours_task.evaluate(ours, ours_task.read(eval_path)[:spec.get("eval_examples")], 64),
                 "torch": task.evaluate(theirs, evaluation, task.features(evaluation, training=False))}
 
-    return dict(batches=seeded_batches(task, task.features(train, training=True), args.batch_size, args.steps,
-                                           args.order_seed),
-                theirs=theirs, ours=ours, compile_args=ours_task.compile_args(),
+    batches = seeded_batches(task, task.features(train, training=True), args.batch_size, args.steps, args.order_seed)
+    return dict(batches=batches, theirs=theirs, ours=ours, compile_args=ours_task.compile_args(),
                 torch_loss=lambda batch: theirs(**batch).loss, targets=targets, evaluate=evaluate,
                 info={"examples": len(train)})
 

@@ -13,8 +13,8 @@ memory as the model's do) and the model's dependencies (queries, keys and values
 input, the rest in a chain), in a tf.compat.v1 Session at TensorFlow's default threads. Left out: attention's
 batched matmuls and softmax, LayerNorm, GELU, the gathers and scatters, the tokenizer. So its time is a lower bound
 for the export's graph with TensorFlow's kernels, whatever overhead is removed around them: benchmark_serving
-reports it beside the export and ONNX Runtime's whole request. (tests/test_matmul_floor.py checks that its matmuls have the shapes of those a
-traced run of a real export executes.)
+reports it beside the export and ONNX Runtime's whole request. (tests/test_matmul_floor.py checks that its
+matmuls have the shapes of those a traced run of a real export executes.)
 """
 
 from __future__ import annotations
