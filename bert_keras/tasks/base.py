@@ -28,9 +28,16 @@ def id_inputs(rank: int = 2) -> dict:
 
 
 def dense_head(units: int, initializer_range: float, name: str) -> keras.layers.Dense:
-    # float32 logits: cross-entropy on bfloat16 logits loses the small differences fine-tuning needs.
+    """A task head's output layer: [..., H] -> [..., units] float32 logits.
+
+    float32: cross-entropy on bfloat16 logits loses the small differences fine-tuning needs. The kernel starts
+    as transformers' heads do, Normal(0, initializer_range), not google-research's truncated normal (whose
+    samples have a standard deviation 0.88x as large). With Adam at a fine-tuning learning rate a head's weights
+    move only ~1e-3 in a short run, so their starting scale stays: on the CoNLL-2003 acceptance run (3,000
+    sentences, 2 epochs) the truncated start left the training loss 0.03 higher and entity F1 2.8 points lower
+    than transformers' run of the same recipe, over 3 seeds each (tools/acceptance_finetune.py)."""
     return keras.layers.Dense(units, name=name, dtype="float32",
-                              kernel_initializer=keras.initializers.TruncatedNormal(stddev=initializer_range))
+                              kernel_initializer=keras.initializers.RandomNormal(stddev=initializer_range))
 
 
 def is_text(x) -> bool:

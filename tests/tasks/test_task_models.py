@@ -96,3 +96,18 @@ def test_pooled_heads_keep_the_encoder_as_one_saved_node(tmp_path):
         z.extract("model.weights.h5", tmp_path)
     with h5py.File(tmp_path / "model.weights.h5") as f:
         assert "layers/bert_encoder/layers/transformer_block/vars" in f
+
+
+@pytest.mark.parametrize("make,head", [(lambda e: BertClassifier(e, 512), "logits"),
+                                       (lambda e: BertTagger(e, 512), "logits")])
+def test_heads_start_as_transformers_heads_do(make, head):
+    """transformers' BertFor* heads start at Normal(0, initializer_range) with zero bias (its _init_weights); a
+    truncated normal (google-research's) has 0.88x the spread and nothing past 2 standard deviations."""
+    config = BertConfig(vocab_size=30, hidden_size=64, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=32, max_position_embeddings=16)
+    kernel, bias = make(BertEncoder(config)).get_layer(head).get_weights()
+    std = config.initializer_range
+    assert kernel.shape == (64, 512) and not bias.any()
+    assert abs(kernel.mean()) < 0.02 * std and abs(kernel.std() / std - 1) < 0.02
+    beyond = np.mean(np.abs(kernel) > 2 * std)          # 4.55% for a normal, 0 for a truncated normal
+    assert 0.035 < beyond < 0.056
