@@ -35,6 +35,8 @@ side (loading, preprocessing, training, evaluation, saving / process start).
 Usage:
   nice -n 5 .venv/bin/python tools/acceptance_finetune.py --task sst-2
   nice -n 5 .venv/bin/python tools/acceptance_finetune.py --task squad --max-train-examples 500
+  # after a change to bert_keras, ours again against the same reference run:
+  .venv/bin/python tools/acceptance_finetune.py --task conll2003 --torch-from earlier.json --out new.json
 """
 
 from __future__ import annotations
@@ -148,6 +150,20 @@ def run_torch(settings: dict, out: str, schedule: str) -> tuple[dict, list[str]]
     return result, cmd
 
 
+def earlier_torch(path: str, settings: dict, schedule: str) -> tuple[dict, list[str]]:
+    """The reference side of an earlier acceptance result, after checking it ran these settings."""
+    with open(path, encoding="utf-8") as f:
+        earlier = json.load(f)
+    differ = sorted(k for k in set(settings) | set(earlier.get("settings", {}))
+                    if settings.get(k) != earlier.get("settings", {}).get(k))
+    if earlier.get("torch", {}).get("schedule") != schedule:
+        differ.append(f"schedule ({earlier.get('torch', {}).get('schedule')} there, {schedule} here)")
+    if differ:
+        raise ValueError(f"--torch-from {path} ran other settings ({', '.join(differ)}): run the reference "
+                         "again (leave out --torch-from) or pass the matching options")
+    return earlier["torch"], earlier["torch_command"].split(" ")
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -163,6 +179,9 @@ def main(argv=None):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--torch-schedule", choices=("hf", "google"), default="hf")
     p.add_argument("--skip-ours", action="store_true", help="reuse ours from an existing result file")
+    p.add_argument("--torch-from", metavar="JSON",
+                   help="reuse the reference side of an earlier result file of the same settings and schedule (it "
+                        "does not depend on bert_keras) instead of running it again")
     p.add_argument("--out", default=None, help="default: benchmarks/results/acceptance_<task>.json")
     args = p.parse_args(argv)
 
@@ -194,7 +213,10 @@ def main(argv=None):
                 import traceback
                 report["ours"] = {"error": traceback.format_exc()}
                 print(report["ours"]["error"], file=sys.stderr, flush=True)
-        torch_result, cmd = run_torch(settings, os.path.join(workdir, "torch.json"), args.torch_schedule)
+        if args.torch_from:
+            torch_result, cmd = earlier_torch(args.torch_from, settings, args.torch_schedule)
+        else:
+            torch_result, cmd = run_torch(settings, os.path.join(workdir, "torch.json"), args.torch_schedule)
     report["torch_command"] = " ".join(cmd)
     report["torch"] = {k: torch_result[k] for k in (
         "metrics", "history", "wall_seconds", "train_seconds", "eval_seconds", "examples_per_second", "steps",
