@@ -191,8 +191,8 @@ def main(argv=None) -> dict:
     p.add_argument("--seed", type=int, default=0, help="both sides' dropout seeds (with --dropout)")
     p.add_argument("--order-seed", type=int, default=0, help="seed of the batch order (both sides take the same)")
     p.add_argument("--own-head", action="store_true",
-                   help="keep our head's own initial weights (Keras' TruncatedNormal) instead of copying "
-                        "transformers'")
+                   help="keep our head's own initial weights (drawn by bert_keras, Normal(0, 0.02) as "
+                        "transformers' rule but other draws) instead of copying transformers'")
     p.add_argument("--out", default=None, help="default: benchmarks/results/compare_steps_<task>.json")
     args = p.parse_args(argv)
     if args.evaluate and args.task == "squad":
