@@ -198,6 +198,8 @@ def main(argv=None):
     out = args.out or os.path.join(ROOT, "benchmarks", "results", f"acceptance_{args.task}.json")
     os.makedirs(os.path.dirname(out), exist_ok=True)
 
+    # checked before ours runs, so a mismatch costs nothing
+    earlier = earlier_torch(args.torch_from, settings, args.torch_schedule) if args.torch_from else None
     report = {"task": args.task, "settings": settings, "host": {"cpus": os.cpu_count(), "nice": os.nice(0)},
               "command": " ".join([os.path.basename(sys.executable), "tools/acceptance_finetune.py"]
                                   + (argv if argv is not None else sys.argv[1:]))}
@@ -213,8 +215,8 @@ def main(argv=None):
                 import traceback
                 report["ours"] = {"error": traceback.format_exc()}
                 print(report["ours"]["error"], file=sys.stderr, flush=True)
-        if args.torch_from:
-            torch_result, cmd = earlier_torch(args.torch_from, settings, args.torch_schedule)
+        if earlier is not None:
+            torch_result, cmd = earlier
         else:
             torch_result, cmd = run_torch(settings, os.path.join(workdir, "torch.json"), args.torch_schedule)
     report["torch_command"] = " ".join(cmd)
