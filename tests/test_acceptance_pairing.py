@@ -1,0 +1,99 @@
+"""tools/acceptance_finetune.py --paired hands the PyTorch reference ours' training order. `training_order`
+rebuilds that order from finetune's pipeline and seeds; these tests check the rebuilt order against what
+finetune's real input pipeline (trainer.training_input) yields, through the model's own preprocessing of the
+examples named, and that a pipeline that does not match makes it raise instead of pairing the wrong items."""
+
+import json
+import os
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_keras.finetune import FinetuneConfig
+from bert_keras.finetune import trainer
+from bert_keras.finetune.registry import get_task
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tools"))
+import acceptance_finetune  # noqa: E402
+
+WORDS = ("river stone light music garden winter paper window market silver forest engine letter "
+         "harbor candle bridge orange valley storm pencil").split()
+
+
+def setup(task_name, path, minilm_vocab, tmp_path, **task_args):
+    config = FinetuneConfig(task=task_name, model="bert_tiny", vocab=minilm_vocab, out=str(tmp_path / "out"),
+                            train=str(path), batch_size=8, epochs=2, max_seq_length=64, seed=3, task_args=task_args)
+    task = get_task(task_name, **task_args)
+    train = task.read(str(path))
+    encoder, preprocessor = trainer.load_backbone("bert_tiny", minilm_vocab, max_seq_length=64)
+    return config, task, train, task.build_model(encoder, preprocessor, train)
+
+
+def real_batches(task, train, model, config, steps):
+    import keras
+    keras.utils.set_random_seed(config.seed)
+    return list(trainer.training_input(task, train, model, config).take(steps))
+
+
+def unpadded(ids, mask):
+    return [row[m.astype(bool)].tolist() for row, m in zip(np.asarray(ids), np.asarray(mask))]
+
+
+def test_sentence_order_is_finetunes(minilm_vocab, tmp_path):
+    rng = np.random.default_rng(0)
+    lines = [" ".join(rng.choice(WORDS, size=3 + i % 5)) + f" {i}\t{i % 2}" for i in range(37)]
+    (tmp_path / "train.tsv").write_text("sentence\tlabel\n" + "\n".join(lines) + "\n")
+    config, task, train, model = setup("sst-2", tmp_path / "train.tsv", minilm_vocab, tmp_path)
+    steps = 2 * (37 // 8)
+    order = acceptance_finetune.training_order(task, train, model, config, steps)
+
+    assert len(order) == steps and all(len(b) == 8 for b in order)
+    epochs = [sum(order[:4], []), sum(order[4:], [])]
+    assert all(len(set(e)) == 32 for e in epochs) and epochs[0] != epochs[1]      # reshuffled, 5 left out each
+    for (x, y), items in zip(real_batches(task, train, model, config, steps), order):
+        texts = tf.constant([train[i].text_a for i in items])
+        expected = model.preprocessor(texts)
+        assert unpadded(x["input_word_ids"], x["input_mask"]) == unpadded(expected["input_word_ids"],
+                                                                          expected["input_mask"])
+        assert np.asarray(y).tolist() == [train[i].label for i in items]
+
+
+def squad_file(path, questions=14):
+    rng = np.random.default_rng(1)
+    paragraphs = []
+    for i in range(questions):
+        context = " ".join(rng.choice(WORDS, size=30 + 25 * (i % 4))) + f" the answer is number{i} ."
+        start = context.index(f"number{i}")
+        paragraphs.append({"context": context, "qas": [{"id": f"q{i}", "question": f"what is {WORDS[i]} ?",
+                                                        "answers": [{"text": f"number{i}", "answer_start": start}]}]})
+    path.write_text(json.dumps({"version": "1.1", "data": [{"title": "t", "paragraphs": paragraphs}]}))
+
+
+def test_window_order_is_finetunes(minilm_vocab, tmp_path):
+    squad_file(tmp_path / "squad.json")
+    config, task, train, model = setup("squad", tmp_path / "squad.json", minilm_vocab, tmp_path, doc_stride=16)
+    windows = model.windows(tf.constant([e.question for e in train]), tf.constant([e.context for e in train]))
+    counts = np.bincount(windows["example_index"].numpy(), minlength=len(train))
+    assert counts.max() > 1                          # the longer contexts make several windows
+    steps = 2 * (int(counts.sum()) // 8)
+    order = acceptance_finetune.training_order(task, train, model, config, steps)
+
+    assert all(0 <= w < counts[q] for b in order for q, w in b)
+    first = np.concatenate([[0], np.cumsum(counts)])
+    for (x, _), items in zip(real_batches(task, train, model, config, steps), order):
+        rows = [first[q] + w for q, w in items]
+        assert unpadded(x["input_word_ids"], x["input_mask"]) == unpadded(
+            tf.gather(windows["input_word_ids"], rows), tf.gather(windows["input_mask"], rows))
+
+
+def test_a_pipeline_that_differs_raises(minilm_vocab, tmp_path, monkeypatch):
+    lines = [f"{w} {i}\t{i % 2}" for i, w in enumerate(WORDS)]
+    (tmp_path / "train.tsv").write_text("sentence\tlabel\n" + "\n".join(lines) + "\n")
+    config, task, train, model = setup("sst-2", tmp_path / "train.tsv", minilm_vocab, tmp_path)
+    real = trainer.training_input
+    monkeypatch.setattr(trainer, "training_input", lambda task, train, model, config: real(
+        task, train, model, FinetuneConfig(**{**config.__dict__, "seed": config.seed + 1})))
+    with pytest.raises(RuntimeError, match="not the rebuilt order"):
+        acceptance_finetune.training_order(task, train, model, config, 4)
