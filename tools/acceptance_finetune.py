@@ -43,6 +43,8 @@ Usage:
   nice -n 5 .venv/bin/python tools/acceptance_finetune.py --task squad --max-train-examples 500
   # after a change to bert_keras, ours again against the same reference run:
   .venv/bin/python tools/acceptance_finetune.py --task conll2003 --torch-from earlier.json --out new.json
+  # both sides from the same head and batches (only dropout differs):
+  .venv/bin/python tools/acceptance_finetune.py --task conll2003 --paired --torch-schedule google --seed 1
 """
 
 from __future__ import annotations
@@ -230,18 +232,20 @@ def run_torch(settings: dict, out: str, schedule: str, pairing: dict | None = No
     return result, cmd
 
 
-def earlier_torch(path: str, settings: dict, schedule: str) -> tuple[dict, list[str]]:
-    """The reference side of an earlier acceptance result, after checking it ran these settings."""
+def earlier_side(path: str, side: str, settings: dict, schedule: str | None = None) -> dict:
+    """One side ("ours" or "torch") of an earlier acceptance result, after checking it ran these settings (and,
+    for the reference, this schedule)."""
     with open(path, encoding="utf-8") as f:
         earlier = json.load(f)
     differ = sorted(k for k in set(settings) | set(earlier.get("settings", {}))
                     if settings.get(k) != earlier.get("settings", {}).get(k))
-    if earlier.get("torch", {}).get("schedule") != schedule:
+    if schedule is not None and earlier.get("torch", {}).get("schedule") != schedule:
         differ.append(f"schedule ({earlier.get('torch', {}).get('schedule')} there, {schedule} here)")
     if differ:
-        raise ValueError(f"--torch-from {path} ran other settings ({', '.join(differ)}): run the reference "
-                         "again (leave out --torch-from) or pass the matching options")
-    return earlier["torch"], earlier["torch_command"].split(" ")
+        option = "--torch-from" if side == "torch" else "--skip-ours with --out"
+        raise ValueError(f"{option} {path} ran other settings ({', '.join(differ)}): run that side again (leave "
+                         f"out {option.split()[0]}) or pass the matching options")
+    return earlier
 
 
 def main(argv=None):
@@ -261,7 +265,8 @@ def main(argv=None):
     p.add_argument("--paired", action="store_true",
                    help="the reference starts from ours' initial head and trains on ours' batches (only dropout "
                         "draws differ); needs ours to run")
-    p.add_argument("--skip-ours", action="store_true", help="reuse ours from an existing result file")
+    p.add_argument("--skip-ours", action="store_true",
+                   help="reuse ours from the --out file (it must have run the same settings)")
     p.add_argument("--torch-from", metavar="JSON",
                    help="reuse the reference side of an earlier result file of the same settings and schedule (it "
                         "does not depend on bert_keras) instead of running it again")
@@ -287,14 +292,14 @@ def main(argv=None):
     os.makedirs(os.path.dirname(out), exist_ok=True)
 
     # checked before ours runs, so a mismatch costs nothing
-    earlier = earlier_torch(args.torch_from, settings, args.torch_schedule) if args.torch_from else None
+    earlier = earlier_side(args.torch_from, "torch", settings, args.torch_schedule) if args.torch_from else None
+    earlier_ours = earlier_side(out, "ours", settings)["ours"] if args.skip_ours else None
     report = {"task": args.task, "settings": settings, "host": {"cpus": os.cpu_count(), "nice": os.nice(0)},
               "command": " ".join([os.path.basename(sys.executable), "tools/acceptance_finetune.py"]
                                   + (argv if argv is not None else sys.argv[1:]))}
     with tempfile.TemporaryDirectory(prefix="acceptance_") as workdir:
         if args.skip_ours:
-            with open(out, encoding="utf-8") as f:
-                report["ours"] = json.load(f)["ours"]
+            report["ours"] = earlier_ours
         else:
             print(f"ours: bert_keras.finetune on {args.task}", flush=True)
             try:
@@ -304,7 +309,7 @@ def main(argv=None):
                 report["ours"] = {"error": traceback.format_exc()}
                 print(report["ours"]["error"], file=sys.stderr, flush=True)
         if earlier is not None:
-            torch_result, cmd = earlier
+            torch_result, cmd = earlier["torch"], earlier["torch_command"].split(" ")
         else:
             if args.paired and not report["ours"].get("pairing"):
                 raise SystemExit("--paired: ours failed, so there is no head or order for the reference (see above)")
