@@ -90,9 +90,9 @@ def training_order(task, train: list, model, config, steps: int) -> list:
     finetune's input (trainer.training_input over TaskModel.text_dataset) is rebuilt on item numbers with the
     same shuffles and seeds: examples shuffled each pass (buffer = all), batched, last partial batch dropped
     (SQuAD: questions in groups of QUESTIONS_PER_BATCH, their windows shuffled in a buffer of 4 batches, then
-    batched), repeated. Then checked
-    against finetune's real pipeline: every item of every batch must carry the input ids and targets of the
-    example it names. A change to that pipeline therefore raises here instead of pairing the wrong items."""
+    batched), repeated. Then checked against finetune's real pipeline: every item of every batch must carry the
+    input ids and targets of the example it names. A change to that pipeline therefore raises here instead of
+    pairing the wrong items."""
     import keras
     import numpy as np
     import tensorflow as tf
@@ -152,11 +152,13 @@ def run_ours(settings: dict, workdir: str, paired: bool = False) -> dict:
     timing = {"fit": 0.0, "eval": 0.0}
     fit, on_epoch_end = keras.Model.fit, trainer.EpochEvaluation.on_epoch_end
 
+    fit_call = {}                # what finetune passed to fit: the head as it starts, steps per epoch
+
     def timed_fit(self, *args, **kwargs):
-        if paired and "head" not in timing:        # its starting weights, for the reference to start from
+        if paired and not fit_call:
+            fit_call["head"], fit_call["steps_per_epoch"] = os.path.join(workdir, "head.npz"), kwargs["steps_per_epoch"]
             kernel, bias = self.get_layer(HEADS[settings["task"]]).get_weights()
-            timing["head"] = os.path.join(workdir, "head.npz")
-            np.savez(timing["head"], kernel=kernel, bias=bias)
+            np.savez(fit_call["head"], kernel=kernel, bias=bias)
         t0 = time.perf_counter()
         try:
             return fit(self, *args, **kwargs)
@@ -192,10 +194,9 @@ def run_ours(settings: dict, workdir: str, paired: bool = False) -> dict:
         examples = task.read(train)[:config.max_train_examples]
         t1 = time.perf_counter()
         batches = training_order(task, examples, result["model"], config, saved["steps"])
-        epochs = max(1, int(-(-config.epochs // 1)))
-        pairing = {"head": timing["head"], "order": os.path.join(workdir, "order.json")}
+        pairing = {"head": fit_call["head"], "order": os.path.join(workdir, "order.json")}
         with open(pairing["order"], "w", encoding="utf-8") as f:
-            json.dump({"batches": batches, "steps_per_epoch": -(-saved["steps"] // epochs), "examples": len(examples)},
+            json.dump({"batches": batches, "steps_per_epoch": fit_call["steps_per_epoch"], "examples": len(examples)},
                       f)
         print(f"--paired: ours' {len(batches)} batches rebuilt and checked ({time.perf_counter() - t1:.0f} s)",
               flush=True)
