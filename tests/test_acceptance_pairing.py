@@ -3,6 +3,7 @@ rebuilds that order from finetune's pipeline and seeds; these tests check the re
 finetune's real input pipeline (trainer.training_input) yields, through the model's own preprocessing of the
 examples named, and that a pipeline that does not match makes it raise instead of pairing the wrong items."""
 
+import dataclasses
 import json
 import os
 import sys
@@ -94,6 +95,6 @@ def test_a_pipeline_that_differs_raises(minilm_vocab, tmp_path, monkeypatch):
     config, task, train, model = setup("sst-2", tmp_path / "train.tsv", minilm_vocab, tmp_path)
     real = trainer.training_input
     monkeypatch.setattr(trainer, "training_input", lambda task, train, model, config: real(
-        task, train, model, FinetuneConfig(**{**config.__dict__, "seed": config.seed + 1})))
+        task, train, model, dataclasses.replace(config, seed=config.seed + 1)))
     with pytest.raises(RuntimeError, match="not the rebuilt order"):
         acceptance_finetune.training_order(task, train, model, config, 4)
