@@ -25,7 +25,8 @@ Both sides: AdamW (0.01 decay, not on LayerNorm/bias), eps 1e-6, clip 1.0, 10% w
 0.1, seed 0, last partial training batch dropped, evaluation after every epoch. One known recipe difference: the
 reference uses transformers' get_linear_schedule_with_warmup (decays from the peak after warm-up) while ours
 follows google-research (peak * (1 - step/total), i.e. 0.9 * peak right after warm-up); pass
---torch-schedule google to make the reference use ours.
+--torch-schedule google to make the reference use ours. SQuAD's span loss is ours' by default (padding out of the
+softmax over positions; ours pads per batch); --torch-span-loss hf gives the reference transformers' own loss.
 
 --paired (common random numbers): the reference starts from ours' initial head weights and trains on ours'
 batches, item for item, so the only random draws left that differ are dropout's. Ours runs as without it; its
@@ -208,12 +209,15 @@ def run_ours(settings: dict, workdir: str, paired: bool = False) -> dict:
             "eval_examples": saved["eval_examples"]}
 
 
-def run_torch(settings: dict, out: str, schedule: str, pairing: dict | None = None) -> tuple[dict, list[str]]:
+def run_torch(settings: dict, out: str, options: dict, pairing: dict | None = None) -> tuple[dict, list[str]]:
+    """The reference in a subprocess; options: TORCH_OPTIONS' keys (its schedule, and for SQuAD its span loss)."""
     cmd = [sys.executable, os.path.join(ROOT, "tools", "reference_finetune_torch.py"), "--task", settings["task"],
            "--model", settings["model"], "--train", settings["train"], "--epochs", str(settings["epochs"]),
            "--batch-size", str(settings["batch_size"]), "--learning-rate", str(settings["learning_rate"]),
            "--max-seq-length", str(settings["max_seq_length"]), "--seed", str(settings["seed"]),
-           "--schedule", schedule, "--out", out]
+           "--schedule", options["schedule"], "--out", out]
+    if "span_loss" in options:
+        cmd += ["--span-loss", options["span_loss"]]
     if settings.get("eval"):
         cmd += ["--eval", settings["eval"]]
     if settings.get("hold_out") is not None:
@@ -233,15 +237,21 @@ def run_torch(settings: dict, out: str, schedule: str, pairing: dict | None = No
     return result, cmd
 
 
-def earlier_side(path: str, side: str, settings: dict, schedule: str | None = None) -> dict:
+# the reference's own options, recorded in report["torch"]; what a file without the key ran
+TORCH_OPTIONS = {"schedule": None, "span_loss": "hf"}
+
+
+def earlier_side(path: str, side: str, settings: dict, options: dict | None = None) -> dict:
     """One side ("ours" or "torch") of an earlier acceptance result, after checking it ran these settings (and,
-    for the reference, this schedule)."""
+    for the reference, these options: schedule, span loss)."""
     with open(path, encoding="utf-8") as f:
         earlier = json.load(f)
     differ = sorted(k for k in set(settings) | set(earlier.get("settings", {}))
                     if settings.get(k) != earlier.get("settings", {}).get(k))
-    if schedule is not None and earlier.get("torch", {}).get("schedule") != schedule:
-        differ.append(f"schedule ({earlier.get('torch', {}).get('schedule')} there, {schedule} here)")
+    for key, value in (options or {}).items():
+        there = earlier.get("torch", {}).get(key, TORCH_OPTIONS[key])
+        if there != value:
+            differ.append(f"{key} ({there} there, {value} here)")
     if differ:
         option = "--torch-from" if side == "torch" else "--skip-ours with --out"
         raise ValueError(f"{option} {path} ran other settings ({', '.join(differ)}): run that side again (leave "
@@ -263,6 +273,9 @@ def main(argv=None):
         p.add_argument("--" + name, type=kind)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--torch-schedule", choices=("hf", "google"), default="hf")
+    p.add_argument("--torch-span-loss", choices=("masked", "hf"), default="masked",
+                   help="squad: the reference's loss; masked: padding out of the softmax over positions, as ours; "
+                        "hf: transformers' own (padding included)")
     p.add_argument("--paired", action="store_true",
                    help="the reference starts from ours' initial head and trains on ours' batches (only dropout "
                         "draws differ); needs ours to run")
@@ -293,7 +306,10 @@ def main(argv=None):
     os.makedirs(os.path.dirname(out), exist_ok=True)
 
     # checked before ours runs, so a mismatch costs nothing
-    earlier = earlier_side(args.torch_from, "torch", settings, args.torch_schedule) if args.torch_from else None
+    torch_options = {"schedule": args.torch_schedule}
+    if args.task == "squad":
+        torch_options["span_loss"] = args.torch_span_loss
+    earlier = earlier_side(args.torch_from, "torch", settings, torch_options) if args.torch_from else None
     earlier_ours = earlier_side(out, "ours", settings)["ours"] if args.skip_ours else None
     report = {"task": args.task, "settings": settings, "host": {"cpus": os.cpu_count(), "nice": os.nice(0)},
               "command": " ".join([os.path.basename(sys.executable), "tools/acceptance_finetune.py"]
@@ -314,7 +330,7 @@ def main(argv=None):
         else:
             if args.paired and not report["ours"].get("pairing"):
                 raise SystemExit("--paired: ours failed, so there is no head or order for the reference (see above)")
-            torch_result, cmd = run_torch(settings, os.path.join(workdir, "torch.json"), args.torch_schedule,
+            torch_result, cmd = run_torch(settings, os.path.join(workdir, "torch.json"), torch_options,
                                           report["ours"].get("pairing"))
     pairing = report["ours"].pop("pairing", None)
     if pairing:                    # the files were in the temporary folder; what they held is in the settings
@@ -324,7 +340,7 @@ def main(argv=None):
         "metrics", "history", "wall_seconds", "train_seconds", "eval_seconds", "examples_per_second", "steps",
         "warmup_steps", "train_examples", "eval_examples", "train_features", "eval_features", "versions",
         "questions_cut_to_max_query_length", "windows_differing_from_google_rule") if k in torch_result}
-    report["torch"]["schedule"] = args.torch_schedule
+    report["torch"].update(torch_options)
     ours, ref = report["ours"].get("metrics", {}), report["torch"]["metrics"]
     report["difference_ours_minus_torch"] = {k: ours[k] - ref[k] for k in ref
                                              if k != "epoch" and isinstance(ref.get(k), float)

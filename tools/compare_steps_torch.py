@@ -102,11 +102,7 @@ def squad_setup(args, folder, tokenizer):
     def torch_loss(batch):
         if args.torch_loss == "hf":
             return theirs(**batch).loss
-        out = theirs(**{k: v for k, v in batch.items() if not k.endswith("_positions")})
-        padding = (1.0 - batch["attention_mask"].float()) * -10000.0
-        ce = torch.nn.functional.cross_entropy
-        return (ce(out.start_logits + padding, batch["start_positions"])
-                + ce(out.end_logits + padding, batch["end_positions"])) / 2
+        return ref.masked_span_loss(theirs, batch)
 
     def targets(batch):
         return {"start_logits": batch["start_positions"].numpy().astype("int32"),

@@ -23,7 +23,9 @@ Recipe (the same as bert_keras.finetune):
   squad     [CLS] question [SEP] window [SEP], max_seq_length 384, questions cut to 64 tokens, google-research
             windows with doc_stride 128 = the step between window starts (see below), training target = the
             first answer's first/last token when the window holds all of it, else [CLS]; loss = mean of start
-            and end cross-entropy. Answers: per window the top-20 start and top-20 end logits (over the window's
+            and end cross-entropy over the window's real tokens (padding's logits at -10000, as ours: with
+            per-batch padding, transformers' own loss would put probability on the other windows' padding;
+            --span-loss hf keeps it). Answers: per window the top-20 start and top-20 end logits (over the window's
             real tokens), start a context token in its max-context window, end a context token, end >= start,
             end - start + 1 <= 30, score start+end, best over the question's windows (first window on ties);
             text = context[start char:end char] from the offsets. squad_v1_scores (EM / F1).
@@ -129,6 +131,10 @@ class SequenceTask:
         batch = pad_batch(rows, self.tokenizer.pad_token_id)
         batch["labels"] = torch.tensor([r["label"] for r in rows], dtype=torch.long)
         return batch
+
+    def loss(self, model, batch):
+        """The training loss of one collated batch (transformers' own, from the labels in it)."""
+        return model(**batch).loss
 
     def evaluate(self, model, examples, features):
         logits = predict(model, features, self.collate, lambda out: out.logits)
@@ -315,6 +321,9 @@ class SquadTask(SequenceTask):
         end = next((p for p in reversed(ctx) if offsets[p][0] < a_end), 0)
         return start, end
 
+    def loss(self, model, batch):
+        return model(**batch).loss if self.args.span_loss == "hf" else masked_span_loss(model, batch)
+
     def collate(self, rows):
         batch = pad_batch(rows, self.tokenizer.pad_token_id)
         if "start" in rows[0]:
@@ -354,6 +363,16 @@ class SquadTask(SequenceTask):
 
 TASKS = {"sst-2": SequenceTask, "sst2": SequenceTask, "openbookqa": ChoiceTask, "conll2003": TaggingTask,
          "squad": SquadTask}
+
+
+def masked_span_loss(model, batch):
+    """BertForQuestionAnswering's loss with padding out of the softmax over positions, as bert_keras'
+    BertSpanLabeler (its logits carry -10000 at padding): mean of the start and end cross-entropies, [B] -> []."""
+    out = model(**{k: v for k, v in batch.items() if not k.endswith("_positions")})
+    padding = (1.0 - batch["attention_mask"].float()) * -10000.0                    # [B, S]
+    ce = torch.nn.functional.cross_entropy
+    return (ce(out.start_logits + padding, batch["start_positions"])
+            + ce(out.end_logits + padding, batch["end_positions"])) / 2
 
 
 # ----------------------------------------------------------------------------------------------- loops
@@ -489,7 +508,7 @@ def run(args) -> dict:
                 break
             items = given["batches"][step] if given else order[b * args.batch_size:(b + 1) * args.batch_size]
             batch = task.collate([train_features[i] for i in items])
-            loss = model(**batch).loss
+            loss = task.loss(model, batch)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip_norm)
             optimizer.step()
@@ -551,6 +570,9 @@ def parse_args(argv=None):
     p.add_argument("--max-query-length", type=int, default=64)
     p.add_argument("--n-best-size", type=int, default=20)
     p.add_argument("--max-answer-length", type=int, default=30)
+    p.add_argument("--span-loss", choices=("masked", "hf"), default="masked",
+                   help="squad: masked: padding out of the softmax over positions, as ours; hf: "
+                        "BertForQuestionAnswering's own loss (padding included)")
     p.add_argument("--head", default=None, help="start the head from these weights (.npz: kernel [H, units], bias)")
     p.add_argument("--order", default=None,
                    help="train on these batches (JSON: batches of item numbers, steps_per_epoch) instead of a "
