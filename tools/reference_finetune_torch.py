@@ -53,6 +53,7 @@ Writes JSON {task, metrics, history, train_seconds, examples_per_second, eval_se
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -113,6 +114,8 @@ class SequenceTask:
 
     def __init__(self, args, tokenizer):
         self.args, self.tokenizer = args, tokenizer
+        # eager attention: its probability dropout goes through torch.nn.functional.dropout, which replay patches
+        self.model_args = {"attn_implementation": "eager"} if getattr(args, "replay_dropout", False) else {}
 
     def read(self, path):
         examples, self.label_names = data.read_glue("sst-2", path)
@@ -120,7 +123,7 @@ class SequenceTask:
 
     def model(self, folder):
         from transformers import BertForSequenceClassification
-        return BertForSequenceClassification.from_pretrained(folder, num_labels=len(self.label_names))
+        return BertForSequenceClassification.from_pretrained(folder, num_labels=len(self.label_names), **self.model_args)
 
     def features(self, examples, training):
         enc = self.tokenizer([e.text_a for e in examples], truncation=True, max_length=self.args.max_seq_length)
@@ -149,7 +152,7 @@ class ChoiceTask(SequenceTask):
 
     def model(self, folder):
         from transformers import BertForMultipleChoice
-        return BertForMultipleChoice.from_pretrained(folder)
+        return BertForMultipleChoice.from_pretrained(folder, **self.model_args)
 
     def features(self, examples, training):
         rows = []
@@ -183,7 +186,7 @@ class TaggingTask(SequenceTask):
 
     def model(self, folder):
         from transformers import BertForTokenClassification
-        return BertForTokenClassification.from_pretrained(folder, num_labels=len(self.labels))
+        return BertForTokenClassification.from_pretrained(folder, num_labels=len(self.labels), **self.model_args)
 
     def features(self, examples, training):
         enc = self.tokenizer([list(e.tokens) for e in examples], is_split_into_words=True, truncation=True,
@@ -224,7 +227,7 @@ class SquadTask(SequenceTask):
 
     def model(self, folder):
         from transformers import BertForQuestionAnswering
-        return BertForQuestionAnswering.from_pretrained(folder)
+        return BertForQuestionAnswering.from_pretrained(folder, **self.model_args)
 
     def _questions(self, examples):
         """Questions cut to max_query_length tokens, and their token counts."""
@@ -496,38 +499,48 @@ def run(args) -> dict:
         scheduler = get_linear_schedule_with_warmup(optimizer, warmup, total_steps)
     generator = torch.Generator().manual_seed(args.seed)
 
-    history, losses, step = [], [], 0
-    train_seconds = eval_seconds = 0.0
-    for epoch in range(math.ceil(args.epochs)):
-        model.train()
-        t0 = time.perf_counter()
-        order = torch.randperm(len(train_features), generator=generator).tolist()
-        running = []
-        for b in range(steps_per_epoch):
-            if step >= total_steps:
-                break
-            items = given["batches"][step] if given else order[b * args.batch_size:(b + 1) * args.batch_size]
-            batch = task.collate([train_features[i] for i in items])
-            loss = task.loss(model, batch)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip_norm)
-            optimizer.step()
-            scheduler.step()
-            optimizer.zero_grad(set_to_none=True)
-            running.append(loss.item())
-            step += 1
-            if args.log_every and step % args.log_every == 0:
-                print(f"step {step}/{total_steps} loss {np.mean(running[-args.log_every:]):.4f} "
-                      f"lr {scheduler.get_last_lr()[0]:.2e} {time.perf_counter() - t0:.0f}s", flush=True)
-        train_seconds += time.perf_counter() - t0
-        losses.append(float(np.mean(running)) if running else None)
-        if evaluation:
+    if args.replay_dropout:
+        from dropout_replay import TASK_LAYOUT, TorchReplay
+        replaying = TorchReplay(model.config.num_hidden_layers, *TASK_LAYOUT[task.name])
+    else:
+        replaying = contextlib.nullcontext()
+    with replaying as replay:
+        history, losses, step = [], [], 0
+        train_seconds = eval_seconds = 0.0
+        for epoch in range(math.ceil(args.epochs)):
+            model.train()
             t0 = time.perf_counter()
-            scores = task.evaluate(model, evaluation, eval_features)
-            eval_seconds += time.perf_counter() - t0
-            history.append({"epoch": epoch + 1, "train_loss": losses[-1], **scores})
-            print(f"epoch {epoch + 1}: loss {losses[-1]:.4f} " + ", ".join(
-                f"{k} {v:.4f}" for k, v in scores.items() if isinstance(v, float)), flush=True)
+            order = torch.randperm(len(train_features), generator=generator).tolist()
+            running = []
+            for b in range(steps_per_epoch):
+                if step >= total_steps:
+                    break
+                items = given["batches"][step] if given else order[b * args.batch_size:(b + 1) * args.batch_size]
+                batch = task.collate([train_features[i] for i in items])
+                if replay:
+                    replay.begin(step, batch["attention_mask"])
+                loss = task.loss(model, batch)
+                if replay:
+                    replay.end()
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip_norm)
+                optimizer.step()
+                scheduler.step()
+                optimizer.zero_grad(set_to_none=True)
+                running.append(loss.item())
+                step += 1
+                if args.log_every and step % args.log_every == 0:
+                    print(f"step {step}/{total_steps} loss {np.mean(running[-args.log_every:]):.4f} "
+                          f"lr {scheduler.get_last_lr()[0]:.2e} {time.perf_counter() - t0:.0f}s", flush=True)
+            train_seconds += time.perf_counter() - t0
+            losses.append(float(np.mean(running)) if running else None)
+            if evaluation:
+                t0 = time.perf_counter()
+                scores = task.evaluate(model, evaluation, eval_features)
+                eval_seconds += time.perf_counter() - t0
+                history.append({"epoch": epoch + 1, "train_loss": losses[-1], **scores})
+                print(f"epoch {epoch + 1}: loss {losses[-1]:.4f} " + ", ".join(
+                    f"{k} {v:.4f}" for k, v in scores.items() if isinstance(v, float)), flush=True)
     settings = {k: v for k, v in vars(args).items() if k != "out"}
     result = {"task": args.task, "metrics": history[-1] if history else {}, "history": history,
               "train_seconds": round(train_seconds, 2), "eval_seconds": round(eval_seconds, 2),
@@ -577,6 +590,9 @@ def parse_args(argv=None):
     p.add_argument("--order", default=None,
                    help="train on these batches (JSON: batches of item numbers, steps_per_epoch) instead of a "
                         "seeded shuffle")
+    p.add_argument("--replay-dropout", action="store_true",
+                   help="draw bert_keras' dropout masks (tools/dropout_replay.py; with --order and --head from "
+                        "tools/acceptance_finetune.py --paired --replay-dropout)")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--log-every", type=int, default=50)
     p.add_argument("--out", required=True)
