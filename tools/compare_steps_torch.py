@@ -17,11 +17,14 @@ Results go to benchmarks/results/compare_steps_<task>.json.
   openbookqa the acceptance slice (first 2000 questions, 250 steps of 16; --evaluate: all 500 dev).
   conll2003  the acceptance slice (first 3000 training sentences, 2 epochs of batch 32 = 186 steps by default,
              valid.txt's first 1000 for --evaluate). Labels on first pieces, as both sides train.
+--dropout 0.1 turns the recipe's dropout on for both sides (then each draws its own masks); add --replay-dropout and
+both draw the same ones (tools/dropout_replay.py), so the step losses agree again as with dropout off.
 The CoNLL check once found Keras' AdamW epsilon placement (bert_keras/training/optimizer.py); a bug in the loss
 or labels shows at step 0.
 
     python tools/compare_steps_torch.py --task squad [--steps 40] [--questions 800]
     python tools/compare_steps_torch.py --task conll2003 --evaluate
+    python tools/compare_steps_torch.py --task openbookqa --dropout 0.1 --replay-dropout
 """
 
 from __future__ import annotations
