@@ -48,12 +48,13 @@ def test_sentence_order_is_finetunes(minilm_vocab, tmp_path):
     (tmp_path / "train.tsv").write_text("sentence\tlabel\n" + "\n".join(lines) + "\n")
     config, task, train, model = setup("sst-2", tmp_path / "train.tsv", minilm_vocab, tmp_path)
     steps = 2 * (37 // 8)
-    order = acceptance_finetune.training_order(task, train, model, config, steps)
+    order, lengths = acceptance_finetune.training_order(task, train, model, config, steps)
 
     assert len(order) == steps and all(len(b) == 8 for b in order)
     epochs = [sum(order[:4], []), sum(order[4:], [])]
     assert all(len(set(e)) == 32 for e in epochs) and epochs[0] != epochs[1]      # reshuffled, 5 left out each
-    for (x, y), items in zip(real_batches(task, train, model, config, steps), order):
+    for (x, y), items, length in zip(real_batches(task, train, model, config, steps), order, lengths):
+        assert x["input_word_ids"].shape[1] == length
         texts = tf.constant([train[i].text_a for i in items])
         expected = model.preprocessor(texts)
         assert unpadded(x["input_word_ids"], x["input_mask"]) == unpadded(expected["input_word_ids"],
@@ -79,11 +80,12 @@ def test_window_order_is_finetunes(minilm_vocab, tmp_path):
     counts = np.bincount(windows["example_index"].numpy(), minlength=len(train))
     assert counts.max() > 1                          # the longer contexts make several windows
     steps = 2 * (int(counts.sum()) // 8)
-    order = acceptance_finetune.training_order(task, train, model, config, steps)
+    order, lengths = acceptance_finetune.training_order(task, train, model, config, steps)
 
     assert all(0 <= w < counts[q] for b in order for q, w in b)
     first = np.concatenate([[0], np.cumsum(counts)])
-    for (x, _), items in zip(real_batches(task, train, model, config, steps), order):
+    for (x, _), items, length in zip(real_batches(task, train, model, config, steps), order, lengths):
+        assert x["input_word_ids"].shape[1] == length
         rows = [first[q] + w for q, w in items]
         assert unpadded(x["input_word_ids"], x["input_mask"]) == unpadded(
             tf.gather(windows["input_word_ids"], rows), tf.gather(windows["input_mask"], rows))

@@ -93,8 +93,10 @@ def model_folder() -> str:
 HEADS = {"sst-2": "logits", "conll2003": "logits", "openbookqa": "choice_score", "squad": "span_logits"}
 
 
-def training_order(task, train: list, model, config, steps: int) -> list:
-    """The items of ours' first `steps` training batches: lists of example numbers (SQuAD: [question, window]).
+def training_order(task, train: list, model, config, steps: int) -> tuple[list, list]:
+    """The items of ours' first `steps` training batches, lists of example numbers (SQuAD: [question, window]),
+    and each batch's padded length (the reference pads to it, so both sides' tensors, and with --replay-dropout
+    their dropout masks, have the same shapes; ours pads SQuAD's windows to the longest of their question group).
 
     finetune's input (trainer.training_input over TaskModel.text_dataset) is rebuilt on item numbers with the
     same shuffles and seeds: examples shuffled each pass (buffer = all), batched, last partial batch dropped
@@ -134,12 +136,14 @@ def training_order(task, train: list, model, config, steps: int) -> list:
 
     plain = [key for x, y in task.dataset(train, model, batch, training=False) for key in rows(x, y)]
     keras.utils.set_random_seed(seed)
+    lengths = []
     for b, (x, y) in enumerate(training_input(task, train, model, config).take(steps)):
         items = order[b] if start is None else [start[q] + w for q, w in order[b]]
         if rows(x, y) != [plain[i] for i in items]:
             raise RuntimeError(f"--paired: batch {b} of finetune's input is not the rebuilt order's (its pipeline "
                                "changed?): update training_order in tools/acceptance_finetune.py")
-    return order
+        lengths.append(int(x["input_word_ids"].shape[-1]))
+    return order, lengths
 
 
 def run_ours(settings: dict, workdir: str, paired: bool = False, replay: bool = False) -> dict:
@@ -211,11 +215,11 @@ def run_ours(settings: dict, workdir: str, paired: bool = False, replay: bool = 
         task = get_task(config.task, **config.task_args)
         examples = task.read(train)[:config.max_train_examples]
         t1 = time.perf_counter()
-        batches = training_order(task, examples, result["model"], config, saved["steps"])
+        batches, lengths = training_order(task, examples, result["model"], config, saved["steps"])
         pairing = {"head": fit_call["head"], "order": os.path.join(workdir, "order.json")}
         with open(pairing["order"], "w", encoding="utf-8") as f:
-            json.dump({"batches": batches, "steps_per_epoch": fit_call["steps_per_epoch"], "examples": len(examples)},
-                      f)
+            json.dump({"batches": batches, "lengths": lengths, "steps_per_epoch": fit_call["steps_per_epoch"],
+                       "examples": len(examples)}, f)
         print(f"--paired: ours' {len(batches)} batches rebuilt and checked ({time.perf_counter() - t1:.0f} s)",
               flush=True)
     return {"pairing": pairing, "metrics": result["metrics"], "history": result["history"],

