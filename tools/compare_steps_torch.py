@@ -265,7 +265,8 @@ def compare(args, parts, ours_replay, theirs_replay) -> dict:
         from dropout_replay import TASK_LAYOUT
         ours_replay.check(theirs.config.num_hidden_layers, TASK_LAYOUT[args.task][1])
     result = {"task": args.task, **parts["info"], "batch_size": args.batch_size, "learning_rate": args.learning_rate,
-              "dropout": args.dropout, "replay_dropout": args.replay_dropout, "seed": args.seed, "order_seed": args.order_seed, "own_head": args.own_head,
+              "dropout": args.dropout, "replay_dropout": args.replay_dropout, "seed": args.seed,
+              "order_seed": args.order_seed, "own_head": args.own_head,
               "warmup_steps": warmup, "total_steps": total, "steps": rows,
               "max_abs_difference": max(abs(r["difference"]) for r in rows)}
     if args.task == "squad":

@@ -13,7 +13,9 @@ attention and feed-forward outputs are [T, H] over the T real tokens (row-major,
 pooled head (classification, multiple choice) its last layer computes only [CLS]: probabilities [B, N, 1, S] and
 outputs [B, H]. The torch side draws the mask in that shape and places it into its own [B, S, H] / [B, N, S, S]
 tensor; positions bert_keras does not compute (padding, the last layer's other rows) keep everything, since
-nothing downstream reads them. Drawing the masks costs time on both sides; no speed figure comes from a replayed run.
+nothing downstream reads them. Both sides must pad a batch to the same length (acceptance_finetune --paired hands
+the reference ours' lengths), or the embeddings' and attention's masks are drawn in other shapes. Drawing the masks
+costs time on both sides; no speed figure comes from a replayed run.
 
 Only for tools: it patches keras.layers.Dropout (before the model is built) and torch.nn.functional.dropout.
 """

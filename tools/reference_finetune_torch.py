@@ -128,7 +128,8 @@ class SequenceTask:
 
     def model(self, folder):
         from transformers import BertForSequenceClassification
-        return BertForSequenceClassification.from_pretrained(folder, num_labels=len(self.label_names), **self.model_args)
+        return BertForSequenceClassification.from_pretrained(folder, num_labels=len(self.label_names),
+                                                             **self.model_args)
 
     def features(self, examples, training):
         enc = self.tokenizer([e.text_a for e in examples], truncation=True, max_length=self.args.max_seq_length)
