@@ -230,6 +230,7 @@ def compare(args, parts, ours_replay, theirs_replay) -> dict:
     import torch
 
     import reference_finetune_torch as ref
+    from dropout_replay import TASK_LAYOUT
     from bert_keras.atomic import write_json
     from bert_keras.training import create_optimizer
 
@@ -262,7 +263,6 @@ def compare(args, parts, ours_replay, theirs_replay) -> dict:
         print(f"step {step:3d}  ours {our_loss:.6f}  torch {loss.item():.6f}  difference {our_loss - loss.item():+.2e}",
               flush=True)
     if ours_replay:
-        from dropout_replay import TASK_LAYOUT
         ours_replay.check(theirs.config.num_hidden_layers, TASK_LAYOUT[args.task][1])
     result = {"task": args.task, **parts["info"], "batch_size": args.batch_size, "learning_rate": args.learning_rate,
               "dropout": args.dropout, "replay_dropout": args.replay_dropout, "seed": args.seed,
