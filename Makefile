@@ -37,12 +37,12 @@ test-hub: $(HUB_STAMP)
 	$(PY) -m pytest -q tests/savedmodels/test_hub_tutorials.py tests/savedmodels/test_hub_preprocessor.py
 
 benchmark: $(STAMP)
-	$(PY) tools/benchmark_encoder.py
-	$(PY) tools/benchmark_tokenizer.py
-	$(PY) tools/benchmark_serving.py
-	$(PY) tools/benchmark_finetune.py
-	$(PY) tools/benchmark_pretraining_data.py
-	$(PY) tools/benchmark_resume.py --check
+	$(PY) benchmarks/benchmark_encoder.py
+	$(PY) benchmarks/benchmark_tokenizer.py
+	$(PY) benchmarks/benchmark_serving.py
+	$(PY) benchmarks/benchmark_finetune.py
+	$(PY) benchmarks/benchmark_pretraining_data.py
+	$(PY) benchmarks/benchmark_resume.py --check
 
 wheel: $(STAMP)
 	rm -rf build dist/bert_keras-*.whl

@@ -3,8 +3,7 @@
 import os as _os
 
 _os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-# TensorFlow 2.20 leaves its oneDNN kernels off on CPUs without AVX-512; on with them a MiniLM fine-tuning
-# step took 22% less time here (tools/benchmark_finetune.py). Only effective if TensorFlow is not imported yet;
+# oneDNN's CPU kernels on (docs/performance.md: fine-tuning steps); only before TensorFlow loads, and
 # TF_ENABLE_ONEDNN_OPTS=0 keeps them off.
 _os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
 # TensorFlow's C++ INFO lines (e.g. "Local rendezvous is aborting ... End of sequence" after every tf.data pass)

@@ -17,6 +17,7 @@ The model carries all it needs: its preprocessor (vocab, casing, lengths), label
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import tensorflow as tf
@@ -96,7 +97,7 @@ def export_task_model(model, base_path: str, model_name: str, version: int | Non
 
 def write_batching_parameters(base_path: str, params=None) -> str:
     """`batching_parameters.txt` for `tensorflow_model_server --enable_batching --batching_parameters_file`:
-    tuned on 2 CPU cores for single-sentence requests from a few concurrent clients (tools/benchmark_serving.py
+    tuned on 2 CPU cores for single-sentence requests from a few concurrent clients (benchmarks/benchmark_serving.py
     measures it); an existing file (the operator's own) is left as it is."""
     from savedmodels.batching import BatchingParameters
     path = os.path.join(base_path, "batching_parameters.txt")
@@ -116,3 +117,64 @@ def write_models_config(base_path: str, model_names: list[str], container_base: 
     with atomic_file(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
         f.write("model_config_list {\n" + entries + "}\n")
     return path
+
+
+@dataclasses.dataclass(frozen=True)
+class ServingExport:
+    """What `export_for_serving` wrote.
+
+    Attributes:
+        version: the new version folder, `<base>/<name>/<version>/` (the SavedModel).
+        keras_file: `<base>/<name>/model.keras`, for `keras.models.load_model`.
+        models_config: `<base>/models.config`, for `tensorflow_model_server --model_config_file`.
+        batching_parameters: `<base>/batching_parameters.txt`, for `--batching_parameters_file`.
+        model_names: every model the models.config lists (each model folder under the base path).
+        batchable: False for span models: their per-window outputs do not have the batch as dimension 0, which
+            TF Serving's `--enable_batching` requires of every output.
+    """
+    version: str
+    keras_file: str
+    models_config: str
+    batching_parameters: str
+    model_names: tuple
+    batchable: bool = True
+
+    def serve_command(self, image: str = "tensorflow/serving:2.19.0") -> str:
+        """The `docker run` line that serves the base path (with server-side batching where the model allows it)."""
+        base = os.path.abspath(os.path.dirname(self.models_config))
+        batching = (" --enable_batching --batching_parameters_file=/models/batching_parameters.txt"
+                    if self.batchable else "")
+        return (f"docker run -p 8500:8500 -p 8501:8501 -v {base}:/models {image} "
+                f"--model_config_file=/models/models.config{batching}")
+
+
+def export_for_serving(model, base_path: str, model_name: str, version: int | None = None,
+                       precision: str = "fp32") -> ServingExport:
+    """Writes a task model as a TF Serving model under `base_path`, with everything the server needs beside it.
+
+    One sequence for the command line, the demo and the notebook: the version folder (atomic, op-checked,
+    warm-up records), `model.keras` beside it, `models.config` listing every model under the base path, and
+    `batching_parameters.txt` (an operator's own file is kept).
+
+    Args:
+        model: a task model with its preprocessor (BertClassifier, BertSpanLabeler, BertMultipleChoice, BertTagger).
+        base_path: the folder TF Serving is pointed at (`/models` in the container).
+        model_name: the model's name in TF Serving (its folder under `base_path`).
+        version: the version number; None takes the next free one.
+        precision: "fp32", "bf16" or "int8" (savedmodels.precision).
+
+    Returns:
+        ServingExport with the written paths.
+
+    Example:
+        >>> written = export_for_serving(load_task_model("runs/sst2"), "serving", "sst2")     # doctest: +SKIP
+        >>> print(written.serve_command())                                                    # doctest: +SKIP
+    """
+    from bert_keras.tasks import BertSpanLabeler
+    from savedmodels.precision import with_precision
+    path = export_task_model(with_precision(model, precision), base_path, model_name, version)
+    names = tuple(sorted(d for d in os.listdir(base_path) if numeric_versions(os.path.join(base_path, d))))
+    return ServingExport(version=path, keras_file=os.path.join(base_path, model_name, "model.keras"),
+                         models_config=write_models_config(base_path, list(names)),
+                         batching_parameters=write_batching_parameters(base_path), model_names=names,
+                         batchable=not isinstance(model, BertSpanLabeler))

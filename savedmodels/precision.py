@@ -6,7 +6,7 @@
   int8  Keras 3's `quantize("int8")`: Dense and Embedding weights int8 with per-channel scales, activations
         quantized per call (dynamic). A quarter of the weights' bytes, but slower than fp32: TensorFlow runs the
         int8 matmuls as an int8 BatchMatMulV3, which has no VNNI/oneDNN kernel on CPU (3-4x fp32's time in
-        tools/benchmark_serving.py; TF's QuantizedMatMul, gemmlowp, is no faster), so export warns every time.
+        benchmarks/benchmark_serving.py; TF's QuantizedMatMul, gemmlowp, is no faster), so export warns every time.
 Both stay in the same raw-text signatures, use only ops the stock server has (the export's op check), and load on
 the SavedModelBundle path. `cpu_support(precision)` says whether this machine has the instructions; export warns
 (the serving machine may differ), the benchmark reports it.
@@ -46,7 +46,7 @@ def with_precision(model, precision: str):
     native, detail = cpu_support(precision)
     if precision == "int8":
         warnings.warn("an int8 export holds a quarter of fp32's weight bytes but serves 3-4x slower than fp32: "
-                      "TensorFlow's CPU kernels run its int8 matmuls without VNNI (tools/benchmark_serving.py); "
+                      "TensorFlow's CPU kernels run its int8 matmuls without VNNI (benchmarks/benchmark_serving.py); "
                       "for speed export bf16 for a CPU with AVX512_BF16 or AMX", stacklevel=2)
     elif not native:
         warnings.warn(f"this CPU has {detail}: a {precision} export runs emulated here, slower than fp32; serve "

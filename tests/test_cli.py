@@ -4,7 +4,7 @@ import keras
 import numpy as np
 
 from bert_keras import load_checkpoint
-from bert_keras.cli import main
+from bert_keras_cli.main import main
 
 
 def test_convert_writes_a_keras_file_and_a_tf1_checkpoint(minilm_dir, tmp_path):

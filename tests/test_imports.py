@@ -1,15 +1,18 @@
-"""No import circles in the package: data flows one way, so no module imports (at the top or inside a function)
-a module that imports it back. Modules importing their own package's __init__ are not circles."""
+"""Data flows one way. No import circles: no module imports (at the top or inside a function) a module that
+imports it back (modules importing their own package's __init__ are not circles). And the layers hold:
+bert_keras (the library) < savedmodels (serving, built on it) < bert_keras_cli (the command line and the demo)."""
 
 import ast
 import pathlib
+import subprocess
+import sys
 
 from conftest import REPO
 
 
 def _modules() -> dict:
     out = {}
-    for package in ("bert_keras", "savedmodels"):
+    for package in ("bert_keras", "savedmodels", "bert_keras_cli"):
         for path in (REPO / package).rglob("*.py"):
             name = ".".join(path.relative_to(REPO).with_suffix("").parts).removesuffix(".__init__")
             out[name] = path
@@ -55,3 +58,34 @@ def test_the_check_finds_a_circle(tmp_path, monkeypatch):
         (tmp_path / name).write_text(text)
     modules = {"pkg.a": tmp_path / "a.py", "pkg.b": tmp_path / "b.py"}
     assert circles(modules) == {frozenset({"pkg.a", "pkg.b"})}
+
+
+LAYERS = ["bert_keras", "savedmodels", "bert_keras_cli"]          # each may import only those before it
+
+
+def layer_violations(modules: dict) -> list:
+    out = []
+    for name, path in modules.items():
+        own = LAYERS.index(name.split(".")[0])
+        for target in sorted(_imports(path, modules)):
+            if LAYERS.index(target.split(".")[0]) > own:
+                out.append(f"{name} imports {target}")
+    return out
+
+
+def test_the_layers_import_downward_only():
+    assert layer_violations(_modules()) == []
+
+
+def test_the_layer_check_finds_an_upward_import(tmp_path):
+    (tmp_path / "cli.py").write_text("def main():\n    from savedmodels.export import export_for_serving\n")
+    (tmp_path / "export.py").write_text("def export_for_serving():\n    pass\n")
+    modules = {"bert_keras.cli": tmp_path / "cli.py", "savedmodels.export": tmp_path / "export.py"}
+    assert layer_violations(modules) == ["bert_keras.cli imports savedmodels.export"]
+
+
+def test_importing_the_library_loads_no_serving_or_command_line_module():
+    code = ("import sys, bert_keras, keras; "
+            "print([m for m in sys.modules if m.split('.')[0] in ('savedmodels', 'bert_keras_cli')])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr

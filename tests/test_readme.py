@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from bert_keras.demo import SAMPLES
+from bert_keras.data import SAMPLES
 from conftest import REPO
 
 
@@ -21,7 +21,7 @@ def readme_block(marker: str) -> str:
 @pytest.fixture(scope="module")
 def workdir(minilm_vocab, tmp_path_factory):
     """A scratch folder holding runs/sst2, a tiny `bert-keras finetune` run (what the README's commands assume)."""
-    from bert_keras.cli import main
+    from bert_keras_cli.main import main
     folder = tmp_path_factory.mktemp("readme")
     assert main(["finetune", "--quiet", "--task", "sst-2", "--model", "bert_tiny", "--vocab", minilm_vocab,
                  "--train", f"{SAMPLES}/sst2_train.tsv", "--out", str(folder / "runs" / "sst2"), "--epochs", "1",
@@ -42,7 +42,7 @@ def test_every_command_works_from_the_one_file(workdir, tmp_path):
     import keras
     import numpy as np
 
-    from bert_keras.cli import main
+    from bert_keras_cli.main import main
     from savedmodels.session_bundle import SessionBundle
     run = workdir / "runs" / "sst2"
     assert sorted(p.name for p in run.iterdir() if p.is_file()) == ["metrics.json", "model.keras",

@@ -35,7 +35,7 @@ def test_the_wheel_installs_and_runs_outside_the_source_tree(minilm_vocab, tmp_p
         return result.stdout
 
     assert "finetune" in run(cli, "--help") and "export" in run(cli, "--help")
-    where = run(python, "-c", "import bert_keras, savedmodels.ops as o, bert_keras.demo as d; "
+    where = run(python, "-c", "import bert_keras, savedmodels.ops as o, bert_keras_cli.demo as d; "
                 "print(bert_keras.__file__); print(d.SAMPLES); print(sorted(o.serving_op_allowlist())[:1])")
     package, samples = where.splitlines()[:2]
     assert pathlib.Path(package).is_relative_to(venv) and not pathlib.Path(package).is_relative_to(REPO)

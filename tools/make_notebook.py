@@ -81,7 +81,7 @@ TPU; the compiled step sees token ids only), the `.keras` file carries it, and t
 same layer in-graph, so training and serving cannot drift. TPUs want static shapes: a fixed `seq_length` (and
 training batches drop the last partial one)."""),
 ("code", """from bert_keras.data import read_glue
-from bert_keras.demo import SAMPLES                     # 1,000 SST-2 training phrases, 200 dev sentences
+from bert_keras.data import SAMPLES                     # 1,000 SST-2 training phrases, 200 dev sentences
 
 SEQ_LENGTH = 128 if ON_TPU else 64
 BATCH = 32 * strategy.num_replicas_in_sync if ON_TPU else 16
@@ -117,9 +117,10 @@ reloaded.classify(["a gorgeous, moving film", "a dull waste of two hours"])"""),
 Exported from the reloaded model (plain variables, no TPU placement). The version folder is written under a
 temporary name and renamed; the op check makes sure stock `tensorflow/serving` ≥ 2.12 can load it. It is run
 here the way the server runs it (`SessionBundle`: the SavedModel's restore op, then `Session.run`)."""),
-("code", """from savedmodels.export import export_task_model
+("code", """from savedmodels.export import export_for_serving
 from savedmodels.session_bundle import SessionBundle
-version = export_task_model(reloaded, os.path.join(work, "serving"), "sst2")
+written = export_for_serving(reloaded, os.path.join(work, "serving"), "sst2")   # + models.config, batching file
+version = written.version
 served = SessionBundle(version)   # as TF Serving loads it: restore op on variables/, then Session.run
 out = served.run("serving_default", {"text": ["a gorgeous, moving film", "a dull waste of two hours"]})
 print(version, [l.decode() for l in out["label"]], out["probabilities"].round(3).tolist())"""),

@@ -1,5 +1,10 @@
 """Dataset readers returning raw-text examples (no tokenization): GLUE TSVs, SQuAD JSON,
-multiple choice (SWAG csv, OpenBookQA/ARC/CommonsenseQA jsonl) and CoNLL-2003 NER."""
+multiple choice (SWAG csv, OpenBookQA/ARC/CommonsenseQA jsonl) and CoNLL-2003 NER.
+
+`SAMPLES` is the folder of the data that ships with the package: 1,000 SST-2 training phrases
+(`sst2_train.tsv`) and 200 dev sentences (`sst2_dev.tsv`), for the demo, the notebook and the tests."""
+
+import os as _os
 
 from bert_keras.data.errors import DataFormatError
 from bert_keras.data.conll import CONLL2003_LABELS, TaggedSentence, iob1_to_iob2, read_conll2003
@@ -14,7 +19,10 @@ from bert_keras.data.squad import (
     squad_examples,
 )
 
+SAMPLES = _os.path.join(_os.path.dirname(_os.path.abspath(__file__)), "samples")
+
 __all__ = [
+    "SAMPLES",
     "CONLL2003_LABELS",
     "ChoiceExample",
     "DataFormatError",

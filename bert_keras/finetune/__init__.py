@@ -5,6 +5,7 @@ predictions with the official metric; trainer.py runs `model.fit` for all of the
 """
 
 from bert_keras.finetune.registry import TASKS, get_task
-from bert_keras.finetune.trainer import FinetuneConfig, finetune, load_backbone
+from bert_keras.finetune.trainer import FinetuneConfig, finetune
+from bert_keras.loading import load_backbone
 
 __all__ = ["TASKS", "FinetuneConfig", "finetune", "get_task", "load_backbone"]

@@ -20,6 +20,7 @@ import keras
 import tensorflow as tf
 
 from bert_keras.atomic import atomic_file, write_json
+from bert_keras.loading import load_backbone
 from bert_keras.training.input_pipelines import distributed_input
 
 
@@ -51,49 +52,6 @@ class FinetuneConfig:
     seed: int = 0
     task_args: dict = dataclasses.field(default_factory=dict)
     progress: bool = True
-
-
-def load_backbone(source: str, vocab: str | None = None, lower_case: bool | None = None, **preprocessor_args):
-    """(encoder, preprocessor) from a checkpoint folder or prefix (google-research, Model Garden, Hugging Face),
-    a zoo name, a `.keras` file (an encoder, or a task model whose encoder is reused) or a preset name (random
-    weights, for tests and pretraining; needs `vocab`)."""
-    from bert_keras.config import PRESETS
-    from bert_keras.preprocessing import BertPreprocessor, load_vocab
-    from bert_keras.preprocessing.vocab import vocab_is_cased
-    folder = None
-    if source in PRESETS:
-        from bert_keras.encoder import BertEncoder
-        encoder = BertEncoder(PRESETS[source])
-    elif source.endswith(".keras"):
-        import bert_keras.tasks  # noqa: F401  (registers the classes)
-        if not os.path.exists(source):
-            raise FileNotFoundError(f"no such model file: {source}")
-        model = keras.models.load_model(source)
-        encoder = getattr(model, "encoder", model)
-        folder = os.path.dirname(source)
-        own = getattr(model, "preprocessor", None)          # a task model's vocab and casing travel with it
-        if own is not None and vocab is None:
-            lower_case = own.lower_case if lower_case is None else lower_case
-            return encoder, BertPreprocessor(own.vocab, lower_case=lower_case, **preprocessor_args)
-    elif os.path.exists(source) or os.path.exists(source + ".index"):
-        from bert_keras.checkpoints import load_checkpoint
-        _, encoder = load_checkpoint(source)
-        folder = source if os.path.isdir(source) else os.path.dirname(source)
-    else:
-        from bert_keras.zoo import from_preset
-        from bert_keras.zoo.catalogue import load_catalogue
-        if source not in load_catalogue():
-            raise FileNotFoundError(f"--model {source!r} is not a checkpoint, a .keras file, a preset "
-                                    f"({', '.join(PRESETS)}) or a zoo name (bert-keras zoo list)")
-        encoder, preprocessor = from_preset(source, **preprocessor_args)
-        return encoder, preprocessor
-    vocab = vocab or (os.path.join(folder, "vocab.txt") if folder else None)
-    if not vocab or not os.path.exists(vocab):
-        raise FileNotFoundError(f"no vocabulary for --model {source}: pass --vocab vocab.txt")
-    tokens = load_vocab(vocab)
-    if lower_case is None:
-        lower_case = not vocab_is_cased(tokens)
-    return encoder, BertPreprocessor(tokens, lower_case=lower_case, **preprocessor_args)
 
 
 def _files(config: FinetuneConfig, task) -> tuple[str, str | None]:

@@ -16,7 +16,7 @@ add ~400 graph nodes, and in tf.data the graph runs once per batch. Here one Rag
 output token, where it comes from ([CLS], a kept token of a segment, [SEP]), so the work is proportional to
 the tokens, and RaggedTensorToTensor pads once. One segment (most batches) takes a shorter path, _pack_one: ~15
 ops instead of ~40, which took tokenize + pack in tf.data at batch 256 from ~5.8x to ~6.1-6.3x HF tokenizers
-(tools/benchmark_tokenizer.py).
+(benchmarks/benchmark_tokenizer.py).
 
 Shapes: segments, each RaggedTensor [B, (tokens)] (or [B, (words), (pieces)], read as its pieces) -> dict of
 int32 [B, L]:

@@ -22,13 +22,13 @@ import keras
 import tensorflow as tf
 
 from bert_keras.preprocessing.packer import TRUNCATIONS, pack_segments
-from bert_keras.preprocessing.vocab import check_casing, load_vocab
+from bert_keras.preprocessing.vocab import check_casing, load_vocab, vocab_is_cased
 from bert_keras.preprocessing.wordpiece import WordpieceTokenizer
 
 
 @keras.saving.register_keras_serializable(package="bert_keras")
 class BertPreprocessor(keras.layers.Layer):
-    def __init__(self, vocab, lower_case: bool = True, seq_length: int | None = None, max_seq_length: int = 512,
+    def __init__(self, vocab, lower_case: bool | None = True, seq_length: int | None = None, max_seq_length: int = 512,
                  truncation: str = "round_robin", **kwargs):
         kwargs.setdefault("trainable", False)
         super().__init__(**kwargs)
@@ -36,6 +36,8 @@ class BertPreprocessor(keras.layers.Layer):
         self._allow_non_tensor_positional_args = True
         # A plain attribute: Keras would wrap the list and track each of its ~30k strings (~30 ms a layer).
         object.__setattr__(self, "vocab", load_vocab(vocab))
+        if lower_case is None:                       # read from the vocabulary: uncased ones have no capitals
+            lower_case = not vocab_is_cased(self.vocab)
         check_casing(self.vocab, lower_case)
         if truncation not in TRUNCATIONS:
             raise ValueError(f"truncation must be one of {TRUNCATIONS}, got {truncation!r}")

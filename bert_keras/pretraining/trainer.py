@@ -82,7 +82,8 @@ class StepCheckpoint(keras.callbacks.Callback):
 
 def pretrain(config: PretrainConfig) -> dict:
     """Trains; returns {"history": per-interval logs, "step": final step, "out": folder, "replicas", "model"}."""
-    from bert_keras.finetune.trainer import TrainingCurves, load_backbone
+    from bert_keras.finetune.trainer import TrainingCurves
+    from bert_keras.loading import load_backbone
     from bert_keras.pretraining.dataset import dynamic_masking_dataset, records_dataset
     from bert_keras.pretraining.records import check_records, record_files
     from bert_keras.tasks.pretrainer import BertPretrainer

@@ -9,7 +9,7 @@ from bert_keras.zoo.catalogue import CatalogueEntry, load_catalogue
 from bert_keras.zoo.fetch import ZooError, cache_dir, get
 
 
-def from_preset(name: str, progress: bool = True, **preprocessor_kwargs):
+def from_preset(name: str, progress: bool = True, lower_case: bool | None = None, **preprocessor_kwargs):
     """(encoder, preprocessor) for a catalogue name, a local archive or a checkpoint folder.
 
     The preprocessor is built from the checkpoint's own vocab.txt with the casing the checkpoint was trained
@@ -23,9 +23,9 @@ def from_preset(name: str, progress: bool = True, **preprocessor_kwargs):
     with open(os.path.join(folder, "zoo.json"), encoding="utf-8") as f:
         metadata = json.load(f)
     encoder = keras.models.load_model(os.path.join(folder, "model.keras"))
-    lower_case = metadata.get("lower_case")
-    preprocessor = BertPreprocessor(os.path.join(folder, "vocab.txt"),
-                                    lower_case=True if lower_case is None else lower_case, **preprocessor_kwargs)
+    if lower_case is None:                          # the checkpoint's own casing, else read from its vocabulary
+        lower_case = metadata.get("lower_case")
+    preprocessor = BertPreprocessor(os.path.join(folder, "vocab.txt"), lower_case=lower_case, **preprocessor_kwargs)
     return encoder, preprocessor
 
 

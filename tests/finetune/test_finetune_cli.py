@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from bert_keras.cli import main
+from bert_keras_cli.main import main
 from conftest import REPO
 
 

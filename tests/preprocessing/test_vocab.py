@@ -1,7 +1,7 @@
 import pytest
 import tensorflow as tf
 
-from bert_keras.cli import main
+from bert_keras_cli.main import main
 from bert_keras.preprocessing import BertPreprocessor, load_vocab
 
 TEXT = """The quick brown fox jumps over the lazy dog.

@@ -27,7 +27,7 @@ def records(minilm_vocab, tmp_path_factory):
 
 
 def command(vocab, records, out, steps=40, *extra):
-    return [sys.executable, "-m", "bert_keras.cli", "pretrain", "--model", "bert_tiny", "--vocab", vocab,
+    return [sys.executable, "-m", "bert_keras_cli.main", "pretrain", "--model", "bert_tiny", "--vocab", vocab,
             "--records", records, "--out", str(out), "--train-steps", str(steps), "--save-every", "10",
             "--batch-size", "16", "--max-seq-length", str(SEQ), "--max-predictions-per-seq", str(PRED),
             "--learning-rate", "1e-3", "--warmup-steps", "4", "--quiet", *extra]
@@ -90,7 +90,7 @@ def test_runs_under_mirrored_strategy_on_two_logical_cpus(minilm_vocab, records,
         import sys, tensorflow as tf
         cpu = tf.config.list_physical_devices("CPU")[0]
         tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-        from bert_keras.cli import main
+        from bert_keras_cli.main import main
         sys.exit(main({command(minilm_vocab, records, tmp_path / "mirrored", 20, "--strategy", "mirrored")[3:]!r}))
     """)
     run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO,

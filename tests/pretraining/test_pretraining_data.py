@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_keras.cli import main
+from bert_keras_cli.main import main
 from conftest import FIXTURES
 
 CORPUS = str(FIXTURES / "pretraining_corpus.txt")

@@ -11,7 +11,7 @@ import sys
 
 import numpy as np
 
-from bert_keras.cli import main
+from bert_keras_cli.main import main
 from conftest import FIXTURES
 from session_path import run_signatures
 

@@ -199,7 +199,7 @@ def test_eight_clients_across_a_version_swap_lose_nothing(served, caplog):
     clients, requests = 8, 200
     # Real SST-2 sentences, 32 a request: the second half of the traffic outlasts loading the new version.
     from bert_keras.data import read_glue
-    from bert_keras.demo import SAMPLES
+    from bert_keras.data import SAMPLES
     sentences = [e.text_a for e in read_glue("sst-2", os.path.join(SAMPLES, "sst2_dev.tsv"))[0]][:256]
     batches = [sentences[i:i + 32] for i in range(0, len(sentences), 32)]
     references = {(v, i): m(pre(b)).numpy() for v, m in ((1, models["sst2"]), (2, models["other"]))

@@ -11,7 +11,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from bert_keras.demo import SAMPLES
+from bert_keras.data import SAMPLES
 from conftest import pretraining_records, run_workers
 
 SEQ, PRED = 64, 10
@@ -29,7 +29,8 @@ def _rows(batches, *keys):
 
 def test_fine_tuning_pipelines_split_the_examples(minilm_vocab):
     from bert_keras.finetune.registry import get_task
-    from bert_keras.finetune.trainer import FinetuneConfig, load_backbone, training_input
+    from bert_keras.finetune.trainer import FinetuneConfig, training_input
+    from bert_keras.loading import load_backbone
     task = get_task("sst-2")
     train = task.read(f"{SAMPLES}/sst2_train.tsv")[:96]
     config = FinetuneConfig(task="sst-2", model="bert_tiny", vocab=minilm_vocab, out="-", seq_length=48,

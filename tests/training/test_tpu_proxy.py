@@ -8,7 +8,7 @@ import json
 import keras
 import pytest
 
-from bert_keras.demo import SAMPLES
+from bert_keras.data import SAMPLES
 from conftest import FIXTURES
 from tpu_compile import train_step_problems
 

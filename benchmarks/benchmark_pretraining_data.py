@@ -1,7 +1,7 @@
 """Pretraining data creation speed: `bert_keras.pretraining.create_pretraining_data` against google-research's
 create_pretraining_data.py logic, on the same corpus and settings, in one process.
 
-    python tools/benchmark_pretraining_data.py [--input sentences.txt ...] [--dupe-factor 5] [--repeats 1]
+    python benchmarks/benchmark_pretraining_data.py [--input sentences.txt ...] [--dupe-factor 5] [--repeats 1]
                                                [--out benchmarks/results/pretraining_data.json]
 
 The corpus is google-research's input format (one sentence per line, blank line between documents); by default
@@ -37,7 +37,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")      # as bert_keras sets it (before TensorFlow loads)
 REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "tools"))
+sys.path.insert(0, str(REPO / "tools"))                 # wikitext_to_sentences
 
 
 # ---- the peer: google-research's pipeline, re-implemented --------------------------------------------------
@@ -454,8 +454,8 @@ def main(argv=None):
     p.add_argument("--seed", type=int, default=12345)
     p.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "pretraining_data.json"))
     args = p.parse_args(argv)
-    from bert_keras.demo import minilm_folder
-    vocab_path = os.path.join(minilm_folder(), "vocab.txt")
+    from bert_keras.loading import bundled_minilm_folder
+    vocab_path = os.path.join(bundled_minilm_folder(), "vocab.txt")
     with tempfile.TemporaryDirectory() as tmp:
         corpus = args.input or default_corpus(tmp)
         with open(corpus, encoding="utf-8") as f:

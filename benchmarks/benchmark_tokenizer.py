@@ -1,6 +1,6 @@
 """Tokenizer throughput: our in-graph preprocessing against HF tokenizers and keras-hub, on the same text.
 
-    python tools/benchmark_tokenizer.py [--mb 5] [--out benchmarks/results/tokenizer.json]
+    python benchmarks/benchmark_tokenizer.py [--mb 5] [--out benchmarks/results/tokenizer.json]
 
 Text: ~N MB of real sentences from ../shared/data (every corpus, interleaved), or an embedded sample when that
 folder is absent. Peers, in one process: HF tokenizers `encode_batch` on 2 threads (RAYON_NUM_THREADS=2), the

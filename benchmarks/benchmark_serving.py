@@ -1,6 +1,6 @@
 """Raw text -> probabilities through exported SavedModels, against a fixed-length export and PyTorch.
 
-    python tools/benchmark_serving.py [--model runs/sst2] [--sentences ../shared/data/SST-2/dev.tsv]
+    python benchmarks/benchmark_serving.py [--model runs/sst2] [--sentences ../shared/data/SST-2/dev.tsv]
                                       [--out benchmarks/results/serving.json] [--quick]
 
 One run, one process (PyTorch in the same process):
@@ -15,7 +15,7 @@ One run, one process (PyTorch in the same process):
 - torch: transformers BertTokenizerFast + BertForSequenceClassification on the same weights, padding="longest",
   softmax, under torch.inference_mode, at 1 thread and at TF's thread count, its best counted;
 - onnxruntime, onnxruntime_int8: that PyTorch model object exported by torch.onnx.export (opset 17, dynamic batch
-  and sequence axes; tools/onnx_peer.py) and run by an onnxruntime InferenceSession (ORT_ENABLE_ALL,
+  and sequence axes; benchmarks/onnx_peer.py) and run by an onnxruntime InferenceSession (ORT_ENABLE_ALL,
   intra_op_num_threads at 1 and at TF's thread count, its best counted, as for torch), fp32 and dynamically
   quantized (quantize_dynamic, QInt8 weights per channel), with the same BertTokenizerFast, padding="longest",
   softmax in NumPy. Checked before timing: the HF tokenizer's ids equal our preprocessor's and ORT fp32 logits
@@ -26,7 +26,7 @@ One run, one process (PyTorch in the same process):
   with the accuracy of each precision's SavedModel on the labelled sentences and its drop from fp32 ("accuracy";
   meaningful with a fine-tuned --model), and whether the CPU has the instructions ("cpu_flags",
   "precision_native").
-- matmul_floor: the export's dense matmuls and nothing else, at each batch's real token counts (tools/matmul_floor.py):
+- matmul_floor: the export's dense matmuls and nothing else, at each batch's real token counts (benchmarks/matmul_floor.py):
   what ours would reach if every other op cost nothing; "matmul_floor_over_onnxruntime" < 1 means no graph
   overhead removed could catch ORT with TensorFlow's matmul kernels.
 Throughput in sentences/s at batch 1 and 32 over real SST-2 dev sentences, and gRPC latency (p50/p99) with 8
@@ -58,12 +58,11 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")      # as bert_keras sets it (before TensorFlow loads)
 REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "tools"))                 # onnx_peer
 
 
 def sentences_from(path: str | None) -> tuple[list[str], str, list[int]]:
     from bert_keras.data import read_glue
-    from bert_keras.demo import SAMPLES
+    from bert_keras.data import SAMPLES
     candidates = [path] if path else [str(REPO.parent / "shared" / "data" / "SST-2" / "dev.tsv"),
                                       os.path.join(SAMPLES, "sst2_dev.tsv")]
     for candidate in candidates:
@@ -127,14 +126,14 @@ def build(model_folder: str | None):
     """(task model, preprocessor, HF folder of the same weights or None)."""
     import keras
 
-    from bert_keras.demo import minilm_folder
-    from bert_keras.finetune.trainer import load_backbone
+    from bert_keras.loading import bundled_minilm_folder
+    from bert_keras.loading import load_backbone
     from bert_keras.tasks import BertClassifier
     from bert_keras.tasks import load_task_model
     if model_folder:
         model = load_task_model(model_folder)
         return model, model.preprocessor, None
-    folder = minilm_folder()
+    folder = bundled_minilm_folder()
     encoder, pre = load_backbone(folder)
     keras.utils.set_random_seed(0)
     model = BertClassifier(encoder, num_classes=2, label_names=["0", "1"], preprocessor=pre)
@@ -376,7 +375,7 @@ def _main(argv, work: str) -> None:
               "{int8_max_logit_difference_vs_fp32:.3f}, argmax agreement {int8_argmax_agreement_vs_fp32:.4f} over "
               "{int8_checked_sentences} sentences".format(**onnx_report), flush=True)
         peers.update(runs)
-    # A lower bound for ours: the export's dense matmuls alone (tools/matmul_floor.py), fed each batch's token counts.
+    # A lower bound for ours: the export's dense matmuls alone (benchmarks/matmul_floor.py), fed each batch's token counts.
     from matmul_floor import MatmulFloor
     floor = MatmulFloor(model.encoder.config, len(model.label_names))
     token_counts = dict(zip(texts, np.concatenate([pre(texts[i:i + 256])["input_mask"].numpy().sum(axis=1)

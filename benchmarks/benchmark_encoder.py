@@ -1,13 +1,13 @@
 """Encoder forward throughput: ours (with and without XLA) against keras-hub, PyTorch and onnxruntime.
 
-    python tools/benchmark_encoder.py [--configs minilm,bert_base] [--batch-sizes 1,32] [--quick]
+    python benchmarks/benchmark_encoder.py [--configs minilm,bert_base] [--batch-sizes 1,32] [--quick]
                                       [--out benchmarks/results/encoder.json]
 
 All peers run in this process on the same config, sequence length 128 and random weights (throughput does not depend
 on their values), at os.cpu_count() threads; pytorch and the onnxruntime peers, whose workers spin-wait (so that on
 a busy host 2 threads run slower than 1), at 1 thread too, their best counted (ms_by_threads in the row). pytorch is
 transformers' BertModel; onnxruntime and onnxruntime_int8 are that same model object exported by torch.onnx.export
-(opset 17, dynamic batch and sequence axes; tools/onnx_peer.py), fp32 and dynamically quantized (quantize_dynamic,
+(opset 17, dynamic batch and sequence axes; benchmarks/onnx_peer.py), fp32 and dynamically quantized (quantize_dynamic,
 QInt8 weights per channel), run by an onnxruntime InferenceSession with ORT_ENABLE_ALL, fed the ids PyTorch is fed.
 Checked before timing, per config and batch: ORT fp32's last_hidden_state equals PyTorch's to 1e-4 (asserted);
 int8's largest difference from fp32 and its per-token cosine similarity go in the JSON ("onnx_checks"), with
@@ -33,7 +33,6 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")      # as bert_keras sets it (before TensorFlow loads)
 REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "tools"))                 # onnx_peer
 
 SEQ = 128
 CONFIGS = {

@@ -1,4 +1,4 @@
-"""tools/profile_serving.py on a real export of a tiny classifier, loaded on the session path: every executed
+"""benchmarks/profile_serving.py on a real export of a tiny classifier, loaded on the session path: every executed
 node is attributed to an op type and a stage (tokenizer, embeddings, each layer, head), and the A/B timing
 runs both exports."""
 
@@ -15,7 +15,6 @@ from bert_keras.tasks import BertClassifier
 from savedmodels.export import export_task_model
 from savedmodels.session_bundle import SessionBundle
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tools"))
 import profile_serving  # noqa: E402
 
 TEXTS = ["a charming and often affecting journey .", "Ünïcödé — “quoted” text"]

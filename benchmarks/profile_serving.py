@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Where a request's time goes on the path TF Serving runs, and an A/B of two exports of the same model.
 
-    python tools/profile_serving.py [--model runs/sst2 | --export DIR] [--compare DIR] [--batch-sizes 1,32]
+    python benchmarks/profile_serving.py [--model runs/sst2 | --export DIR] [--compare DIR] [--batch-sizes 1,32]
                                     [--out benchmarks/results/profile_serving.json]
 
 Each export is loaded as the server loads it (savedmodels.session_bundle: restore op, then Session.run on the
@@ -29,7 +29,7 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")      # as bert_keras sets it (before TensorFlow loads)
 REPO = pathlib.Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO), str(REPO / "tools")]
+sys.path.insert(0, str(REPO))
 
 # The first path part (below the signature's call) that names a stage; the tokenizer and packer have no scope
 # of their own in the classifier's graph, so nodes before the encoder that match nothing count as "text".

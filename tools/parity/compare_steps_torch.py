@@ -3,7 +3,7 @@
 dropout off, so any difference is in the model, loss, gradient clipping, optimizer or schedule.
 
 Both sides start from all-MiniLM-L6-v2 with the same head weights; batches are the reference's features
-(tools/reference_finetune_torch.py) in one seeded order per epoch. Each step prints both losses (before the
+(tools/parity/reference_finetune_torch.py) in one seeded order per epoch. Each step prints both losses (before the
 update) and their difference; with --evaluate both trained models are then scored on the task's dev slice by
 their own evaluation code (ours: bert_keras.finetune, from words/text; theirs: the reference's, from HF's ids).
 Results go to benchmarks/results/compare_steps_<task>.json.
@@ -18,13 +18,13 @@ Results go to benchmarks/results/compare_steps_<task>.json.
   conll2003  the acceptance slice (first 3000 training sentences, 2 epochs of batch 32 = 186 steps by default,
              valid.txt's first 1000 for --evaluate). Labels on first pieces, as both sides train.
 --dropout 0.1 turns the recipe's dropout on for both sides (then each draws its own masks); add --replay-dropout and
-both draw the same ones (tools/dropout_replay.py), so the step losses agree again as with dropout off.
+both draw the same ones (tools/parity/dropout_replay.py), so the step losses agree again as with dropout off.
 The CoNLL check once found Keras' AdamW epsilon placement (bert_keras/training/optimizer.py); a bug in the loss
 or labels shows at step 0.
 
-    python tools/compare_steps_torch.py --task squad [--steps 40] [--questions 800]
-    python tools/compare_steps_torch.py --task conll2003 --evaluate
-    python tools/compare_steps_torch.py --task openbookqa --dropout 0.1 --replay-dropout
+    python tools/parity/compare_steps_torch.py --task squad [--steps 40] [--questions 800]
+    python tools/parity/compare_steps_torch.py --task conll2003 --evaluate
+    python tools/parity/compare_steps_torch.py --task openbookqa --dropout 0.1 --replay-dropout
 """
 
 from __future__ import annotations
@@ -41,8 +41,8 @@ import numpy as np
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")      # as bert_keras sets it (before TensorFlow loads)
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path[:0] = [ROOT, os.path.join(ROOT, "tools")]
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, ROOT)
 DATA = os.path.join(os.path.dirname(ROOT), "shared", "data")
 
 
@@ -57,7 +57,7 @@ def hf_model(hf_class, folder, dropout, eager: bool = False, **kwargs):
 
 def our_encoder(folder, max_seq_length, dropout):
     from bert_keras.encoder import BertEncoder
-    from bert_keras.finetune.trainer import load_backbone
+    from bert_keras.loading import load_backbone
     encoder, preprocessor = load_backbone(folder, max_seq_length=max_seq_length)
     plain = BertEncoder(dataclasses.replace(encoder.config, hidden_dropout_prob=dropout,
                                             attention_probs_dropout_prob=dropout))
@@ -194,7 +194,7 @@ def main(argv=None) -> dict:
                         "so what differs is the dropout masks)")
     p.add_argument("--seed", type=int, default=0, help="both sides' dropout seeds (with --dropout)")
     p.add_argument("--replay-dropout", action="store_true",
-                   help="with --dropout: both sides draw the same masks (tools/dropout_replay.py), so the losses "
+                   help="with --dropout: both sides draw the same masks (tools/parity/dropout_replay.py), so the losses "
                         "should agree as with dropout off")
     p.add_argument("--order-seed", type=int, default=0, help="seed of the batch order (both sides take the same)")
     p.add_argument("--own-head", action="store_true",

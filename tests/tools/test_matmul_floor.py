@@ -1,4 +1,4 @@
-"""tools/matmul_floor.py models the dense matmuls a real classifier export executes: a traced Session.run of a tiny
+"""benchmarks/matmul_floor.py models the dense matmuls a real classifier export executes: a traced Session.run of a tiny
 export (on the session path TF Serving takes) and one of the floor, for the same sentences, run matmuls of the same
 output shapes, as many of each."""
 
@@ -18,7 +18,6 @@ from bert_keras.tasks import BertClassifier
 from savedmodels.export import export_task_model
 from savedmodels.session_bundle import SessionBundle
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tools"))
 from matmul_floor import MatmulFloor  # noqa: E402
 from profile_serving import op_type  # noqa: E402
 

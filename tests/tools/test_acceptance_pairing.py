@@ -1,4 +1,4 @@
-"""tools/acceptance_finetune.py --paired hands the PyTorch reference ours' training order. `training_order`
+"""tools/parity/acceptance_finetune.py --paired hands the PyTorch reference ours' training order. `training_order`
 rebuilds that order from finetune's pipeline and seeds; these tests check the rebuilt order against what
 finetune's real input pipeline (trainer.training_input) yields, through the model's own preprocessing of the
 examples named, and that a pipeline that does not match makes it raise instead of pairing the wrong items."""
@@ -14,9 +14,9 @@ import tensorflow as tf
 
 from bert_keras.finetune import FinetuneConfig
 from bert_keras.finetune import trainer
+from bert_keras.loading import load_backbone
 from bert_keras.finetune.registry import get_task
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tools"))
 import acceptance_finetune  # noqa: E402
 
 WORDS = ("river stone light music garden winter paper window market silver forest engine letter "
@@ -28,7 +28,7 @@ def setup(task_name, path, minilm_vocab, tmp_path, **task_args):
                             train=str(path), batch_size=8, epochs=2, max_seq_length=64, seed=3, task_args=task_args)
     task = get_task(task_name, **task_args)
     train = task.read(str(path))
-    encoder, preprocessor = trainer.load_backbone("bert_tiny", minilm_vocab, max_seq_length=64)
+    encoder, preprocessor = load_backbone("bert_tiny", minilm_vocab, max_seq_length=64)
     return config, task, train, task.build_model(encoder, preprocessor, train)
 
 

@@ -1,4 +1,4 @@
-"""tools/dropout_replay.py against transformers: with the same weights and replayed masks, a training-mode forward
+"""tools/parity/dropout_replay.py against transformers: with the same weights and replayed masks, a training-mode forward
 pass of bert_keras' task model gives transformers' outputs, for each head layout (pooled [CLS] with the last layer
 on [CLS] only, tagging with a head dropout on every token, SQuAD without one) and on batches with padding (where
 bert_keras' blocks run on the real tokens only). Runs where the `torch` extra is installed (torch 2.13.0 and
@@ -15,7 +15,6 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tools"))
 
 LAYERS, HIDDEN = 2, 32
 

@@ -2,7 +2,7 @@
 """Acceptance check of bert_keras.finetune against an independent PyTorch/transformers run of the same recipe.
 
 For one task, runs ours (`bert_keras.finetune.finetune`, in this process) and then the reference
-(tools/reference_finetune_torch.py, a subprocess) from the same all-MiniLM-L6-v2 weights, on the same data slices
+(tools/parity/reference_finetune_torch.py, a subprocess) from the same all-MiniLM-L6-v2 weights, on the same data slices
 with the same settings (epochs, batch size, learning rate, max_seq_length, seed), and writes
 benchmarks/results/acceptance_<task>.json: both metric sets (final and per epoch), ours - torch, wall times,
 training time and examples per second of each side, and the settings.
@@ -34,7 +34,7 @@ training order is rebuilt on item numbers from finetune's own pipeline and seeds
 item by item against that pipeline's ids and targets. Without it, each side draws its own head and order, and the
 per-seed difference carries that spread too (CoNLL-2003 F1: standard deviation 2.1 points unpaired).
 
---paired --replay-dropout: the dropout draws are shared too (tools/dropout_replay.py: both sides' dropout layers
+--paired --replay-dropout: the dropout draws are shared too (tools/parity/dropout_replay.py: both sides' dropout layers
 draw their masks from one stream of stateless random numbers, by step and call), so the two runs differ only in
 float rounding and in the code under test. Ours still runs finetune end to end; only keras.layers.Dropout's draw is
 swapped. Without it, dropout alone moves a 3-seed mean by about 0.7 points on OpenBookQA's 500 questions.
@@ -45,14 +45,14 @@ sequences (SQuAD: windows; multiple choice: questions) per second of train_secon
 side (loading, preprocessing, training, evaluation, saving / process start).
 
 Usage:
-  nice -n 5 .venv/bin/python tools/acceptance_finetune.py --task sst-2
-  nice -n 5 .venv/bin/python tools/acceptance_finetune.py --task squad --max-train-examples 500
+  nice -n 5 .venv/bin/python tools/parity/acceptance_finetune.py --task sst-2
+  nice -n 5 .venv/bin/python tools/parity/acceptance_finetune.py --task squad --max-train-examples 500
   # after a change to bert_keras, ours again against the same reference run:
-  .venv/bin/python tools/acceptance_finetune.py --task conll2003 --torch-from earlier.json --out new.json
+  .venv/bin/python tools/parity/acceptance_finetune.py --task conll2003 --torch-from earlier.json --out new.json
   # both sides from the same head and batches (only dropout differs):
-  .venv/bin/python tools/acceptance_finetune.py --task conll2003 --paired --torch-schedule google --seed 1
+  .venv/bin/python tools/parity/acceptance_finetune.py --task conll2003 --paired --torch-schedule google --seed 1
   # and the same dropout masks (only float rounding and the implementations differ):
-  .venv/bin/python tools/acceptance_finetune.py --task openbookqa --paired --replay-dropout --torch-schedule google
+  .venv/bin/python tools/parity/acceptance_finetune.py --task openbookqa --paired --replay-dropout --torch-schedule google
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")      # as bert_keras sets it (before TensorFlow loads)
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DATA = os.path.join(os.path.dirname(ROOT), "shared", "data")   # ../shared/data beside the repository
 
 DEFAULTS = {
@@ -141,14 +141,14 @@ def training_order(task, train: list, model, config, steps: int) -> tuple[list, 
         items = order[b] if start is None else [start[q] + w for q, w in order[b]]
         if rows(x, y) != [plain[i] for i in items]:
             raise RuntimeError(f"--paired: batch {b} of finetune's input is not the rebuilt order's (its pipeline "
-                               "changed?): update training_order in tools/acceptance_finetune.py")
+                               "changed?): update training_order in tools/parity/acceptance_finetune.py")
         lengths.append(int(x["input_word_ids"].shape[-1]))
     return order, lengths
 
 
 def run_ours(settings: dict, workdir: str, paired: bool = False, replay: bool = False) -> dict:
     """bert_keras.finetune as the CLI runs it. paired: also save its starting head and rebuild its batch order for
-    the reference; replay: its dropout masks come from tools/dropout_replay.py (the reference draws the same)."""
+    the reference; replay: its dropout masks come from tools/parity/dropout_replay.py (the reference draws the same)."""
     import keras
     import numpy as np
 
@@ -232,7 +232,7 @@ def run_ours(settings: dict, workdir: str, paired: bool = False, replay: bool = 
 
 def run_torch(settings: dict, out: str, options: dict, pairing: dict | None = None) -> tuple[dict, list[str]]:
     """The reference in a subprocess; options: TORCH_OPTIONS' keys (its schedule, and for SQuAD its span loss)."""
-    cmd = [sys.executable, os.path.join(ROOT, "tools", "reference_finetune_torch.py"), "--task", settings["task"],
+    cmd = [sys.executable, os.path.join(ROOT, "tools", "parity", "reference_finetune_torch.py"), "--task", settings["task"],
            "--model", settings["model"], "--train", settings["train"], "--epochs", str(settings["epochs"]),
            "--batch-size", str(settings["batch_size"]), "--learning-rate", str(settings["learning_rate"]),
            "--max-seq-length", str(settings["max_seq_length"]), "--seed", str(settings["seed"]),
@@ -303,7 +303,7 @@ def main(argv=None):
                    help="the reference starts from ours' initial head and trains on ours' batches (only dropout "
                         "draws differ); needs ours to run")
     p.add_argument("--replay-dropout", action="store_true",
-                   help="with --paired: both sides draw the same dropout masks (tools/dropout_replay.py), so they "
+                   help="with --paired: both sides draw the same dropout masks (tools/parity/dropout_replay.py), so they "
                         "differ only in float rounding")
     p.add_argument("--skip-ours", action="store_true",
                    help="reuse ours from the --out file (it must have run the same settings)")
@@ -343,7 +343,7 @@ def main(argv=None):
     earlier = earlier_side(args.torch_from, "torch", settings, torch_options) if args.torch_from else None
     earlier_ours = earlier_side(out, "ours", settings)["ours"] if args.skip_ours else None
     report = {"task": args.task, "settings": settings, "host": {"cpus": os.cpu_count(), "nice": os.nice(0)},
-              "command": " ".join([os.path.basename(sys.executable), "tools/acceptance_finetune.py"]
+              "command": " ".join([os.path.basename(sys.executable), "tools/parity/acceptance_finetune.py"]
                                   + (argv if argv is not None else sys.argv[1:]))}
     with tempfile.TemporaryDirectory(prefix="acceptance_") as workdir:
         if args.skip_ours:

@@ -48,15 +48,15 @@ def cmd_convert(args) -> None:
 
 
 def _minilm_folder() -> str:
-    from bert_keras.demo import minilm_folder
+    from bert_keras.loading import bundled_minilm_folder
     try:
-        return minilm_folder()
+        return bundled_minilm_folder()
     except RuntimeError as e:
         raise CommandError(str(e)) from None
 
 
 def cmd_demo(args) -> None:
-    from bert_keras.demo import run_demo
+    from bert_keras_cli.demo import run_demo
     _minilm_folder()
     try:
         run_demo(args.out, args.sentences, epochs=args.epochs, progress=not args.quiet)
@@ -192,28 +192,22 @@ def cmd_pretrain(args) -> None:
 
 def cmd_export(args) -> None:
     from bert_keras.tasks import load_task_model
-    from savedmodels.export import export_task_model, numeric_versions, write_batching_parameters, \
-        write_models_config
+    from savedmodels.export import export_for_serving
     try:
-        from savedmodels.precision import with_precision
-        model = with_precision(load_task_model(args.model), args.precision)
-        path = export_task_model(model, args.base_path, args.name, args.version)
+        model = load_task_model(args.model)
+        written = export_for_serving(model, args.base_path, args.name, args.version, args.precision)
     except (FileNotFoundError, FileExistsError, TypeError, ValueError) as e:
         raise CommandError(str(e)) from None
-    names = sorted(d for d in os.listdir(args.base_path) if numeric_versions(os.path.join(args.base_path, d)))
-    config = write_models_config(args.base_path, names)
-    batching = write_batching_parameters(args.base_path)
-    print(f"wrote {path} (SavedModel, {type(model).__name__} signatures; the op check passed for stock TF "
-          f"Serving >= 2.12)")
-    print(f"wrote {os.path.join(args.base_path, args.name, 'model.keras')} (for keras.models.load_model)")
-    print(f"wrote {config} (models: {', '.join(names)}) and {batching} (server-side batching)")
-    print(f"serve: docker run -p 8500:8500 -p 8501:8501 -v {os.path.abspath(args.base_path)}:/models "
-          f"tensorflow/serving:2.19.0 --model_config_file=/models/models.config --enable_batching "
-          f"--batching_parameters_file=/models/batching_parameters.txt   (span models: without batching)")
+    print(f"wrote {written.version} (SavedModel, {type(model).__name__} signatures; the op check passed for stock "
+          f"TF Serving >= 2.12)")
+    print(f"wrote {written.keras_file} (for keras.models.load_model)")
+    print(f"wrote {written.models_config} (models: {', '.join(written.model_names)}) and "
+          f"{written.batching_parameters} (server-side batching)")
+    print(f"serve: {written.serve_command()}")
 
 
 def cmd_export_hub(args) -> None:
-    from bert_keras.finetune.trainer import load_backbone
+    from bert_keras.loading import load_backbone
     from savedmodels.hub import export_hub_style
     try:
         encoder, preprocessor = load_backbone(args.model or _minilm_folder(), args.vocab,

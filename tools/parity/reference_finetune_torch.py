@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Reference fine-tuning in PyTorch + Hugging Face transformers: BERT's recipe, independent of bert_keras' model code.
 
-Used by tools/acceptance_finetune.py to check bert_keras.finetune against a second implementation with the same
+Used by tools/parity/acceptance_finetune.py to check bert_keras.finetune against a second implementation with the same
 weights, data slices and hyper-parameters. Only the readers (bert_keras.data) and the official metrics
 (bert_keras.metrics) are shared, both plain Python (imported without the package's TensorFlow-loading __init__).
 
@@ -14,7 +14,7 @@ Recipe (the same as bert_keras.finetune):
   batches   training shuffled every epoch (torch.Generator seeded with --seed), last partial batch dropped
             (as ours: static batch size), each batch padded to its longest sequence rounded up to a multiple of 8
             (as ours); evaluation in order, batch 64, after every epoch. --order takes given batches instead
-            and --head given head weights (tools/acceptance_finetune.py --paired: ours' own).
+            and --head given head weights (tools/parity/acceptance_finetune.py --paired: ours' own).
   sst-2     [CLS] sentence [SEP], max_seq_length, accuracy (bert_keras.metrics.glue_metrics).
   conll2003 words -> is_split_into_words, label on each word's first piece (-100 elsewhere), truncation at
             max_seq_length; words with no piece or cut off are predicted "O"; entity F1
@@ -43,9 +43,9 @@ sequence to a fixed length while striding over the second); re-tokenizing the cu
 except when the cut falls inside a word (rare).
 
 Usage:
-  python tools/reference_finetune_torch.py --task sst-2 --train SST-2/train.tsv --eval SST-2/dev.tsv \
+  python tools/parity/reference_finetune_torch.py --task sst-2 --train SST-2/train.tsv --eval SST-2/dev.tsv \
       --epochs 2 --batch-size 32 --learning-rate 5e-5 --max-seq-length 128 --max-train-examples 3000 --out r.json
-  python tools/reference_finetune_torch.py --task squad --train squad/train-split-v1.1.json --hold-out 3 \
+  python tools/parity/reference_finetune_torch.py --task squad --train squad/train-split-v1.1.json --hold-out 3 \
       --max-seq-length 384 --batch-size 16 --out r.json
 Writes JSON {task, metrics, history, train_seconds, examples_per_second, eval_seconds, settings, ...}.
 """
@@ -60,7 +60,6 @@ import os
 import random
 import sys
 import time
-import types
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")      # as bert_keras sets it (before TensorFlow loads)
@@ -68,22 +67,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")   # no spinning OpenMP threads on a shared machine
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, ROOT)
 
-
-def _shared_modules():
-    """bert_keras.data and bert_keras.metrics without bert_keras/__init__.py (which imports TensorFlow)."""
-    if "bert_keras" not in sys.modules:
-        package = types.ModuleType("bert_keras")
-        package.__path__ = [os.path.join(ROOT, "bert_keras")]
-        sys.modules["bert_keras"] = package
-    import bert_keras.data as data
-    import bert_keras.metrics as metrics
-    return data, metrics
-
-
-data, metrics = _shared_modules()
-
+import bert_keras.data as data  # noqa: E402  (readers and metrics: plain Python; TensorFlow is imported, runs nothing)
+import bert_keras.metrics as metrics  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
@@ -599,8 +587,8 @@ def parse_args(argv=None):
                    help="train on these batches (JSON: batches of item numbers, steps_per_epoch) instead of a "
                         "seeded shuffle")
     p.add_argument("--replay-dropout", action="store_true",
-                   help="draw bert_keras' dropout masks (tools/dropout_replay.py; with --order and --head from "
-                        "tools/acceptance_finetune.py --paired --replay-dropout)")
+                   help="draw bert_keras' dropout masks (tools/parity/dropout_replay.py; with --order and --head from "
+                        "tools/parity/acceptance_finetune.py --paired --replay-dropout)")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--log-every", type=int, default=50)
     p.add_argument("--out", required=True)

@@ -10,7 +10,7 @@ only (keras-hub's BertMaskedLM has no NSP head; ours runs with nsp=False), AdamW
 bias for ours; keras-hub's model gets the same optimizer object type and schedule), warm-up then linear decay,
 global clip 1.0, batch 32. Held-out MLM loss and accuracy every --eval-every steps; the curves go to a PNG.
 
-    python tools/acceptance_pretrain.py [--steps 1500] [--eval-every 250]
+    python tools/parity/acceptance_pretrain.py [--steps 1500] [--eval-every 250]
 Writes benchmarks/results/acceptance_pretrain.json and .png.
 """
 
@@ -26,7 +26,7 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")      # as bert_keras sets it (before TensorFlow loads)
-REPO = pathlib.Path(__file__).resolve().parents[1]
+REPO = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 SEQ, PRED, BATCH = 128, 20, 32
 
@@ -109,11 +109,11 @@ def main(argv=None) -> None:
 
     from bert_keras import BertEncoder, preset_config
     from bert_keras.atomic import write_json
-    from bert_keras.demo import minilm_folder
+    from bert_keras.loading import bundled_minilm_folder
     from bert_keras.pretraining.dataset import records_dataset
     from bert_keras.tasks.pretrainer import BertPretrainer
 
-    vocab = os.path.join(minilm_folder(), "vocab.txt")
+    vocab = os.path.join(bundled_minilm_folder(), "vocab.txt")
     work = tempfile.mkdtemp(prefix="acceptance_pretrain_")
     train_files, held_files = make_records(work, args.wikitext, vocab)
 

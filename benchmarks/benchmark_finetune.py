@@ -1,6 +1,6 @@
 """Fine-tuning throughput: ours against keras-hub's BertTextClassifier and PyTorch, and per-batch packing on SST-2.
 
-    python tools/benchmark_finetune.py [--steps 12] [--sst2 ../shared/data/SST-2/train.tsv] [--sst2-examples 1024]
+    python benchmarks/benchmark_finetune.py [--steps 12] [--sst2 ../shared/data/SST-2/train.tsv] [--sst2-examples 1024]
                                        [--quick] [--out benchmarks/results/finetune.json]
 
 Part 1 (issue #4's setting): training examples/s of a sentence classifier on the all-MiniLM-L6-v2 config
@@ -172,8 +172,8 @@ def main(argv=None):
         results["vs_torch"] = {k: round(v / speed["torch"], 2) for k, v in speed.items() if k != "torch"}
         print("vs torch:", results["vs_torch"])
     if "sst2" not in skip:
-        from bert_keras.demo import minilm_folder
-        vocab = os.path.join(minilm_folder(), "vocab.txt")
+        from bert_keras.loading import bundled_minilm_folder
+        vocab = os.path.join(bundled_minilm_folder(), "vocab.txt")
         jit = False     # fine-tuning's default: XLA needs static shapes, so it would compute the padding again
         n = 64 if args.quick else args.sst2_examples
         sst2 = {"file": args.sst2, "jit_compile": jit,

@@ -1,7 +1,7 @@
 """Pretraining resume: time to the first new batch at batch N, ours (the reading order starts there) against the
 `skip(N)` pipeline it replaced (TFRecordDataset, interleave, shuffle buffer, batch, parse, skip), in one process.
 
-    python tools/benchmark_resume.py [--resume-at 50000] [--batch-size 32] [--records 100000]
+    python benchmarks/benchmark_resume.py [--resume-at 50000] [--batch-size 32] [--records 100000]
                                      [--out benchmarks/results/resume.json]
 
 The set: `--records` random google-research-format instances (max_seq_length 128, 20 predictions) written by

