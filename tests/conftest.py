@@ -2,6 +2,7 @@
 
 import os
 import pathlib
+import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")      # as bert_keras sets it (before TensorFlow loads)
@@ -12,6 +13,12 @@ import pytest  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures"
+
+# The developer programs' tests (tests/tools/): benchmarks/ and tools/parity/ are folders of scripts, not
+# packages, so their modules import by name with these folders on sys.path, as when a script runs from its folder.
+for _folder in (REPO / "benchmarks", REPO / "tools" / "parity", REPO / "tools"):
+    if str(_folder) not in sys.path:
+        sys.path.append(str(_folder))
 
 
 def shared_data_dir() -> pathlib.Path | None:
