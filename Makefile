@@ -1,7 +1,11 @@
 # The two set-up commands (each makes its own virtual environment on first use):
 #   make demo   the main job on embedded defaults
-#   make test   the default test suite (what .ci/run runs)
-#   make test-hub  TF Hub's BERT tutorials (hub.KerasLayer, tf_keras) on export-hub's SavedModels
+#   make test   the default test suite (what .ci/run runs): the unit tier, then the integration tier
+#               (whole programs: CLI, notebook, several processes), each listing its slowest tests
+# The other tiers:
+#   make test-torch  the tests that compare with PyTorch (installs the [torch] extra: torch 2.13.0, transformers)
+#   make test-hub    TF Hub's BERT tutorials (hub.KerasLayer, tf_keras) on export-hub's SavedModels
+#   make test-slow   long real-data runs
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -9,7 +13,7 @@ STAMP := $(VENV)/.installed-$(shell cat setup.cfg pyproject.toml | cksum | cut -
 export TF_CPP_MIN_LOG_LEVEL ?= 3
 export HF_HUB_OFFLINE := 1
 
-.PHONY: demo test test-slow test-hub benchmark wheel clean
+.PHONY: demo test test-slow test-torch test-hub benchmark wheel clean
 
 $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,11 +25,23 @@ $(STAMP): setup.cfg pyproject.toml
 demo: $(STAMP)
 	$(VENV)/bin/bert-keras demo
 
+UNIT := not slow and not integration and not torch and not hub
+
 test: $(STAMP)
-	$(PY) -m pytest -q -m "not slow"
+	$(PY) -m pytest -q -m "$(UNIT)" --durations=15
+	$(PY) -m pytest -q -m "integration and not slow and not torch and not hub" --durations=10
 
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -m slow
+
+# The [torch] extra (torch 2.13.0's CPU wheel lies on this machine's disk; transformers, onnx, onnxruntime).
+TORCH_STAMP := $(VENV)/.torch-installed
+$(TORCH_STAMP): $(STAMP)
+	$(PY) -m pip install -q -e ".[test,garden,torch]"
+	touch $@
+
+test-torch: $(TORCH_STAMP)
+	$(PY) -m pytest -q -m "torch and not slow" --durations=10
 
 # The [hub] extra's pins, added to the venv (a marker remembers; a rebuilt venv redoes it).
 HUB_STAMP := $(VENV)/.hub-installed
@@ -34,7 +50,7 @@ $(HUB_STAMP): $(STAMP)
 	touch $@
 
 test-hub: $(HUB_STAMP)
-	$(PY) -m pytest -q tests/savedmodels/test_hub_tutorials.py tests/savedmodels/test_hub_preprocessor.py
+	$(PY) -m pytest -q -m "hub and not slow" tests/savedmodels/test_hub_tutorials.py
 
 benchmark: $(STAMP)
 	$(PY) benchmarks/benchmark_encoder.py

@@ -1,4 +1,9 @@
-"""Writing without half-written results: build in a temporary path beside the target, then rename into place."""
+"""Writing without half-written results: build in a temporary path beside the target, then rename into place.
+
+The temporary names come from `tempfile` (mode 0600 for a file, 0700 for a folder); before the rename they get the
+mode a plain `open` or `mkdir` would give under the process's umask (0644 / 0755 under umask 0022), so a server
+running as another user (a non-root container, a Kubernetes securityContext) can read what was written.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,25 @@ import json
 import os
 import shutil
 import tempfile
+
+
+def _umask() -> int:
+    """The process's umask, read without changing it (Linux: /proc; elsewhere set and restored at once)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def as_created(path: str, folder: bool = False) -> None:
+    """Gives `path` the mode `open`/`mkdir` would have given it under the umask (tempfile's are owner-only)."""
+    os.chmod(path, (0o777 if folder else 0o666) & ~_umask())
 
 
 @contextlib.contextmanager
@@ -18,6 +42,7 @@ def atomic_directory(target: str):
     tmp = tempfile.mkdtemp(dir=parent, prefix=f".{os.path.basename(target)}.partial-")
     try:
         yield tmp
+        as_created(tmp, folder=True)
         if os.path.exists(target):
             shutil.rmtree(target)
         os.replace(tmp, target)
@@ -37,6 +62,7 @@ def atomic_file(target: str):
     os.close(fd)
     try:
         yield tmp
+        as_created(tmp)
         os.replace(tmp, target)
     except BaseException:
         if os.path.exists(tmp):

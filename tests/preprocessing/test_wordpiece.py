@@ -33,7 +33,7 @@ TRAPS = [
 @pytest.fixture(scope="module")
 def google_tokenizer(minilm_vocab):
     """google-research's FullTokenizer, as tf-models-official ships it (the [garden] extra)."""
-    tokenization = pytest.importorskip("official.nlp.tools.tokenization")
+    from official.nlp.tools import tokenization
     tokenizer = tokenization.FullTokenizer(minilm_vocab, do_lower_case=True)
     tokenizer.wordpiece_tokenizer.max_input_chars_per_word = 100   # google's default is 200; BERT's HF vocab 100
     return tokenizer

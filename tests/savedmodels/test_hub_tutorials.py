@@ -31,8 +31,14 @@ from bert_keras.preprocessing import BertPreprocessor
 from savedmodels.hub import export_hub_style
 from test_hub_preprocessor import hf_word_groups, sst2_sentences, tf_hub_pack, tf_hub_tokenize
 
-pytest.importorskip("tensorflow_hub")
-pytest.importorskip("tf_keras")
+pytestmark = pytest.mark.hub           # the [hub] extra: `make test-hub` installs it; the default tiers deselect
+
+
+@pytest.fixture(scope="module", autouse=True)
+def hub_extra():
+    import importlib.util
+    missing = [m for m in ("tensorflow_hub", "tf_keras") if importlib.util.find_spec(m) is None]
+    assert not missing, f"{', '.join(missing)} missing: pip install -e '.[hub]' (make test-hub does)"
 
 PRELUDE = r"""
 import json, sys

@@ -25,9 +25,8 @@ def model(minilm_vocab):
 # bf16: the graph the server runs may fuse and order bfloat16 ops differently from eager Keras (bfloat16 keeps 8
 # bits of mantissa: 2e-3 on logits of ~0.1); int8: the same integer arithmetic.
 @pytest.mark.parametrize("kind,dtype,atol", [("bf16", "bfloat16", 2e-3), ("int8", "int8", 1e-5)])
-def test_reduced_precision_export_runs_on_the_session_path(model, tmp_path, kind, dtype, atol, monkeypatch):
-    monkeypatch.setattr(precision, "cpu_flags", lambda: set(precision.INSTRUCTIONS[kind]))
-    reduced = precision.with_precision(model, kind)
+def test_reduced_precision_export_runs_on_the_session_path(model, tmp_path, kind, dtype, atol):
+    reduced = precision.with_precision(model, kind, serving_cpu_flags=set(precision.INSTRUCTIONS[kind]))
     assert dtype in {w.dtype for w in reduced.encoder.weights}                  # really stored that way
     path = export_task_model(reduced, str(tmp_path), kind, keras_file=False)   # includes the op check
     got = run_signatures([{"path": path, "signature": "serving_default", "inputs": {"text": TEXTS}}])[0]
@@ -38,15 +37,13 @@ def test_reduced_precision_export_runs_on_the_session_path(model, tmp_path, kind
     assert want.argmax(-1).tolist() == fp32.argmax(-1).tolist()
 
 
-def test_missing_instructions_warn_and_unknown_precision_is_refused(model, monkeypatch):
-    monkeypatch.setattr(precision, "cpu_flags", lambda: {"avx2"})
-    assert precision.cpu_support("bf16") == (False, "none of avx512_bf16, amx_bf16")
+def test_missing_instructions_warn_and_unknown_precision_is_refused(model):
+    assert precision.cpu_support("bf16", {"avx2"}) == (False, "none of avx512_bf16, amx_bf16")
     with pytest.warns(UserWarning, match="none of avx512_bf16, amx_bf16.*slower than fp32"):
-        precision.with_precision(model, "bf16")
+        precision.with_precision(model, "bf16", serving_cpu_flags={"avx2"})
     # int8 is slower than fp32 on TensorFlow's CPU kernels with or without VNNI (measured): always said.
-    monkeypatch.setattr(precision, "cpu_flags", lambda: {"avx2", "avx512_vnni"})
     with pytest.warns(UserWarning, match="int8 export .* serves 3-4x slower than fp32"):
-        precision.with_precision(model, "int8")
+        precision.with_precision(model, "int8", serving_cpu_flags={"avx2", "avx512_vnni"})
     with pytest.raises(ValueError, match="precision must be one of fp32, bf16, int8"):
         precision.with_precision(model, "fp16")
     assert precision.with_precision(model, "fp32") is model

@@ -2,7 +2,7 @@
 pass of bert_keras' task model gives transformers' outputs, for each head layout (pooled [CLS] with the last layer
 on [CLS] only, tagging with a head dropout on every token, SQuAD without one) and on batches with padding (where
 bert_keras' blocks run on the real tokens only). Runs where the `torch` extra is installed (torch 2.13.0 and
-transformers, as for the acceptance tools); skipped without it. Mutation check: drawing the hidden-state masks over
+transformers, as for the acceptance tools): marked `torch`, run by `make test-torch`. Mutation check: drawing the hidden-state masks over
 padding too, or the pooled heads' last layer in full, fails it.
 """
 
@@ -12,8 +12,18 @@ import sys
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+try:
+    import torch
+    import transformers
+except ImportError:             # the [torch] extra: `make test-torch` installs it; the default tiers deselect these
+    torch = transformers = None
+
+pytestmark = pytest.mark.torch
+
+
+@pytest.fixture(scope="module", autouse=True)
+def torch_extra():
+    assert torch is not None and transformers is not None, "pip install -e '.[torch]' (make test-torch does)"
 
 
 LAYERS, HIDDEN = 2, 32
