@@ -1,8 +1,12 @@
 """The README's notebook snippet runs as written (load the fine-tuned model.keras, predict on text, classify,
 fine-tune and evaluate on text), against a tiny `bert-keras finetune` run in runs/sst2 of a scratch folder; the
-README's export commands work from that one file."""
+README's export commands work from that one file. The README stays a page for users (at most 250 lines), and what
+README.md and docs/*.md point at exists: relative links and their #anchors, repository paths, and every
+`bert-keras` command line parses with the command's own parser."""
 
+import pathlib
 import re
+import shlex
 import subprocess
 import sys
 
@@ -57,3 +61,83 @@ def test_every_command_works_from_the_one_file(workdir, tmp_path):
                                    else 0.05)
     assert (tmp_path / "serving" / "batching_parameters.txt").exists()
     assert main(["export-hub", "--model", str(run / "model.keras"), "--out", str(tmp_path / "hub")]) == 0
+
+
+MARKDOWN = ["README.md", *sorted(str(p.relative_to(REPO)) for p in (REPO / "docs").glob("*.md"))]
+TOP_FOLDERS = ("bert_keras", "bert_keras_cli", "savedmodels", "benchmarks", "tools", "tests", "notebooks", "docs")
+
+
+def markdown(name: str) -> str:
+    return (REPO / name).read_text(encoding="utf-8")
+
+
+def heading_anchors(text: str) -> set[str]:
+    """GitHub's anchors for a page's headings: lower case, punctuation dropped, spaces to hyphens."""
+    text = re.sub(r"```.*?```", "", text, flags=re.S)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-")
+            for h in re.findall(r"^#+ (.+)$", text, re.M)}
+
+
+def test_readme_is_a_page_for_users():
+    lines = markdown("README.md").count("\n")
+    assert lines <= 250, f"README.md has {lines} lines: keep it at most 250, move details to docs/"
+
+
+@pytest.mark.parametrize("name", MARKDOWN)
+def test_relative_links_point_to_files_and_headings_that_exist(name):
+    text = re.sub(r"```.*?```", "", markdown(name), flags=re.S)
+    links = re.findall(r"\[[^\]]*\]\(([^)\s]+)\)", text)
+    assert links or name != "README.md"
+    broken = []
+    for link in links:
+        if re.match(r"[a-z]+:", link):
+            continue
+        path, _, anchor = link.partition("#")
+        target = (REPO / name).parent / path if path else REPO / name
+        if not target.exists():
+            broken.append(f"{link}: no file {target.relative_to(REPO)}")
+        elif anchor and target.suffix == ".md" and anchor not in heading_anchors(target.read_text("utf-8")):
+            broken.append(f"{link}: no heading #{anchor} in {target.relative_to(REPO)}")
+    assert not broken, f"{name}: " + "; ".join(broken)
+
+
+def named_paths(text: str) -> set[str]:
+    """Repository paths a page names (`benchmarks/x.py`, `tools/parity/x.py`, ...), less what runs write
+    (benchmarks/results/) and patterns (a name running on into `<task>`, `{0..3}` or `*`)."""
+    found = set()
+    for match in re.finditer(r"(?<![\w./-])(?:%s)/[\w./-]*" % "|".join(TOP_FOLDERS), text):
+        path = match.group().rstrip(".")
+        if not path.startswith("benchmarks/results") and text[match.end():match.end() + 1] not in "<{*":
+            found.add(path)
+    return found
+
+
+@pytest.mark.parametrize("name", MARKDOWN)
+def test_repository_paths_named_exist(name):
+    missing = sorted(path for path in named_paths(markdown(name)) if not (REPO / path).exists())
+    assert not missing, f"{name} names paths that do not exist: {missing}"
+
+
+def command_lines(text: str, program: str) -> list[str]:
+    """The `program ...` lines of the page's bash blocks, continuation lines joined, comments dropped."""
+    lines = []
+    for block in re.findall(r"```bash\n(.*?)```", text, re.S):
+        for line in block.replace("\\\n", " ").splitlines():
+            line = line.strip()
+            if line.startswith(program + " "):
+                lines.append(line)
+    return lines
+
+
+def test_every_bert_keras_command_in_the_docs_parses():
+    from bert_keras_cli.main import build_parser
+    commands = [(name, line) for name in MARKDOWN for line in command_lines(markdown(name), "bert-keras")]
+    assert len(commands) >= 20
+    failed = []
+    for name, line in commands:
+        argv = shlex.split(line, comments=True)[1:]
+        try:
+            build_parser().parse_args(argv)
+        except SystemExit:
+            failed.append(f"{name}: {line}")
+    assert not failed, "commands the CLI refuses:\n" + "\n".join(failed)
