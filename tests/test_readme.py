@@ -33,6 +33,7 @@ def workdir(minilm_vocab, tmp_path_factory):
     return folder
 
 
+@pytest.mark.integration
 def test_notebook_snippet_runs_as_written(workdir):
     code = readme_block("<!-- tested: tests/test_readme.py")
     assert 'load_model("runs/sst2/model.keras")' in code and ".fit(" in code and ".classify(" in code
@@ -41,6 +42,7 @@ def test_notebook_snippet_runs_as_written(workdir):
     assert run.returncode == 0, run.stderr[-3000:]
 
 
+@pytest.mark.integration
 def test_every_command_works_from_the_one_file(workdir, tmp_path):
     """`bert-keras export` (also --precision int8) and `export-hub` take the finetune run's model.keras alone."""
     import keras

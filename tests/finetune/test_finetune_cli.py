@@ -16,6 +16,7 @@ def run(args, capsys):
     return code, capsys.readouterr()
 
 
+@pytest.mark.integration
 def test_sst2_with_real_weights_learns_and_reloads(minilm_dir, shared_data, tmp_path, capsys):
     out = tmp_path / "sst2"
     code, _ = run(["--task", "sst-2", "--model", minilm_dir, "--data", str(shared_data / "SST-2"), "--out", str(out),
@@ -50,6 +51,7 @@ print((logits.argmax(-1) == np.array([e.label for e in examples])).mean())
     ("openbookqa", ["--train", "openbookqa/dev.jsonl", "--eval", "openbookqa/dev.jsonl"], 0.5),
     ("conll2003", ["--train", "conll2003/valid.txt", "--eval", "conll2003/valid.txt"], 0.0),
 ])
+@pytest.mark.integration
 def test_tiny_model_fits_each_task_kind(minilm_vocab, shared_data, tmp_path, capsys, task, data, chance):
     from bert_keras.finetune import FinetuneConfig, finetune
     paths = {"train": str(shared_data / data[1]), "eval": str(shared_data / data[3])}

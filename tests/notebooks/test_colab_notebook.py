@@ -1,6 +1,7 @@
 """The Colab TPU notebook runs top to bottom on CPU (default strategy, tiny BERT), so it cannot rot; the file in
 the repository is what tools/make_notebook.py writes."""
 
+import pytest
 import os
 
 from conftest import REPO
@@ -18,6 +19,7 @@ def test_notebook_is_generated_from_its_script():
     assert nb.metadata["accelerator"] == "TPU"
 
 
+@pytest.mark.integration
 def test_notebook_runs_on_cpu(minilm_dir, tmp_path):
     import nbclient
     import nbformat

@@ -16,6 +16,8 @@ import pytest
 
 from conftest import FIXTURES, REPO, pretraining_records, run_workers
 
+pytestmark = pytest.mark.integration          # the pretrain command, kill -9 and resume, several processes
+
 SEQ, PRED = 64, 10
 
 

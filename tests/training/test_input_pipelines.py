@@ -60,6 +60,7 @@ def test_pretraining_pipelines_split_the_records(records, shards):
     assert all(sum(p.values()) > 0 for p in parts)
 
 
+@pytest.mark.integration
 def test_two_workers_read_disjoint_halves(records, tmp_path):
     """Each worker of a real 2-worker cluster builds its pipeline from the InputContext the strategy gives it."""
     script = textwrap.dedent(f"""

@@ -27,6 +27,7 @@ def test_multi_worker_needs_tf_config(monkeypatch):
         create_strategy("gpu")
 
 
+@pytest.mark.integration
 def test_mirrored_over_two_logical_cpus_sums_across_replicas():
     # Logical devices must be configured before TensorFlow initialises, so this runs in its own process.
     script = textwrap.dedent("""

@@ -12,6 +12,8 @@ from bert_keras.data import SAMPLES
 from conftest import FIXTURES
 from tpu_compile import train_step_problems
 
+pytestmark = pytest.mark.integration          # whole fine-tuning and pretraining runs with TPU shapes
+
 PROXY = {"jit_compile": True, "mixed_precision": "mixed_bfloat16", "steps_per_execution": 2}
 NAMES = ["Ann Smith", "Bo Chen", "Carl Diaz", "Dana Eke", "Eli Fox", "Fay Gil", "Gus Ho", "Ida Ivy"]
 CITIES = ["Paris", "Lima", "Oslo", "Cairo", "Quito", "Hanoi", "Dakar", "Perth"]
