@@ -37,6 +37,11 @@ def as_squad_dataset(examples) -> dict:
 
 
 class SquadTask(Task):
+    """SQuAD 1.1 and 2.0: a BertSpanLabeler, the official exact-match and F1 (2.0: with no-answer thresholds).
+
+    The window and answer settings after `name` are keyword-only (they are BertSpanLabeler's, all numbers).
+    """
+
     default_files = ("train-v1.1.json", "dev-v1.1.json")
 
     def __init__(self, name: str, *, doc_stride: int = 128, max_query_length: int = 64, n_best_size: int = 20,

@@ -77,7 +77,7 @@ class BertPreprocessor(keras.layers.Layer):
         super().__init__(**kwargs)
         self._convert_input_args = False            # strings pass through untouched
         self._allow_non_tensor_positional_args = True
-        # A plain attribute: Keras would wrap the list and track each of its ~30k strings (~30 ms a layer).
+        # A plain attribute: Keras would wrap the list and track each of its ~30k strings, for every layer built.
         object.__setattr__(self, "vocab", load_vocab(vocab))
         if lower_case is None:                       # read from the vocabulary: uncased ones have no capitals
             lower_case = not vocab_is_cased(self.vocab)
@@ -94,7 +94,7 @@ class BertPreprocessor(keras.layers.Layer):
         self.built = True                            # no weights: ready for ExportArchive.track before a call
 
     # Graph-safe Python (no tensor-dependent control flow): tf.data's map would otherwise have autograph rewrite
-    # this module and TF.Text's, ~3 s per map on 2 cores.
+    # this module and TF.Text's, seconds per map.
     @tf.autograph.experimental.do_not_convert
     def tokenize(self, text):
         """[B] strings -> RaggedTensor [B, (tokens)] int32 ids."""

@@ -173,7 +173,27 @@ class BertPretrainer(TaskModel):
 
 
 def pretraining_loss(mlm_logits, masked_lm_ids, masked_lm_weights, nsp_logits=None, next_sentence_labels=None):
-    """google-research's loss: weighted mean MLM cross-entropy over real predictions (+ mean NSP cross-entropy)."""
+    """google-research's loss: weighted mean MLM cross-entropy over real predictions (+ mean NSP cross-entropy).
+
+    As run_pretraining.py: padded prediction slots carry weight 0, the sum is divided by the weights' sum
+    (+ 1e-5), and the NSP term, when given, is added. Computed in float32 whatever the logits' dtype.
+
+    Args:
+        mlm_logits: [B, P, V] logits at the masked positions.
+        masked_lm_ids: [B, P] int, the original ids there.
+        masked_lm_weights: [B, P], 1 for a real prediction, 0 for padding.
+        nsp_logits: [B, 2] or None (MLM only).
+        next_sentence_labels: [B] or [B, 1] int, 0 for "B follows A", 1 for a random B.
+
+    Returns:
+        A float32 scalar.
+
+    Example:
+        >>> logits = np.zeros((1, 2, 4), "float32")                # uniform over 4 ids: ln 4 each
+        >>> loss = bert_keras.tasks.pretraining_loss(logits, np.array([[1, 0]]), np.array([[1.0, 0.0]]))
+        >>> round(float(loss), 4)
+        1.3863
+    """
     log_probs = ops.log_softmax(ops.cast(mlm_logits, "float32"), axis=-1)
     nll = -ops.take_along_axis(log_probs, ops.expand_dims(ops.cast(masked_lm_ids, "int32"), -1), axis=-1)[..., 0]
     weights = ops.cast(masked_lm_weights, "float32")

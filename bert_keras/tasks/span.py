@@ -77,8 +77,9 @@ class BertSpanLabeler(TaskModel):
         """[B] questions and contexts (and byte offsets of answers) -> squad_windows' dict: the id dict [W, S],
         "example_index" [W], token offsets, max-context flags and, with answers, start/end positions [W]."""
         a = self._task_args
-        return squad_windows(self.require_preprocessor(), questions, contexts, a["doc_stride"],
-                             a["max_query_length"], answer_start, answer_end)
+        return squad_windows(self.require_preprocessor(), questions, contexts, doc_stride=a["doc_stride"],
+                             max_query_length=a["max_query_length"], answer_start=answer_start,
+                             answer_end=answer_end)
 
     def preprocess(self, x):
         """(questions [B], contexts [B]) -> the id dict of their windows, [W, S]."""
