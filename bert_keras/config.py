@@ -14,8 +14,42 @@ import json
 _ACTIVATIONS = ("gelu", "gelu_new", "relu", "tanh")
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class BertConfig:
+    """The hyper-parameters of a BERT encoder: what `bert_config.json` holds.
+
+    Frozen and keyword-only, so two sizes (or two dropout rates) cannot be swapped silently and a config can key a
+    cache. The defaults are BERT-Base's; the field names are google-research/bert's, so every released
+    checkpoint's `bert_config.json` (and Hugging Face's `config.json`) reads with `from_json_file` unchanged.
+
+    Args:
+        vocab_size: int. Rows of the word-embedding table: the vocabulary's size (30522 for the English vocab).
+        hidden_size: int. H, the width of every token vector, the embeddings and the pooled output.
+        num_hidden_layers: int. L, the number of transformer blocks.
+        num_attention_heads: int. A, heads per block; `hidden_size` must be a multiple of it (head size H / A).
+        intermediate_size: int. I, the feed-forward width of each block (4 H in every released BERT).
+        hidden_act: str. The feed-forward activation: "gelu" (exact erf, what the checkpoints were trained
+            with), "gelu_new" (tanh approximation), "relu" or "tanh".
+        hidden_dropout_prob: float. Dropout on the embeddings and on every block's two residual branches.
+        attention_probs_dropout_prob: float. Dropout on the attention probabilities.
+        max_position_embeddings: int. Rows of the position table: the longest sequence the encoder accepts.
+        type_vocab_size: int. Segment ids the model knows (2: sentence A and B).
+        initializer_range: float. Standard deviation of the truncated-normal initial weights.
+        layer_norm_eps: float. LayerNorm epsilon (1e-12, as the original; not Keras' 1e-3).
+
+    Raises:
+        ValueError: a size is not a positive integer, `hidden_size` is not a multiple of
+            `num_attention_heads`, or `hidden_act` is unknown.
+
+    Example:
+        >>> config = bert_keras.BertConfig(vocab_size=30522, hidden_size=128, num_hidden_layers=2,
+        ...                                num_attention_heads=2, intermediate_size=512)
+        >>> config == bert_keras.preset_config("bert_tiny")
+        True
+        >>> config.head_size, config.num_parameters()
+        (64, 4385920)
+    """
+
     vocab_size: int = 30522
     hidden_size: int = 768
     num_hidden_layers: int = 12
@@ -44,14 +78,21 @@ class BertConfig:
 
     @property
     def head_size(self) -> int:
+        """D = hidden_size / num_attention_heads, the width of one attention head."""
         return self.hidden_size // self.num_attention_heads
 
     def to_dict(self) -> dict:
+        """The fields as a dict with `bert_config.json`'s keys (what `from_dict` and `BertEncoder.get_config` take)."""
         return dataclasses.asdict(self)
 
     @classmethod
     def from_dict(cls, values: dict) -> "BertConfig":
-        """Builds a config from bert_config.json (or HF config.json) keys; unknown keys are ignored."""
+        """Builds a config from bert_config.json (or HF config.json) keys; unknown keys are ignored.
+
+        Raises:
+            ValueError: one of vocab_size, hidden_size, num_hidden_layers, num_attention_heads or
+                intermediate_size is missing (they have no safe default), or a value is invalid.
+        """
         names = {f.name for f in dataclasses.fields(cls)}
         kwargs = {k: v for k, v in values.items() if k in names}
         missing = {"hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
@@ -64,6 +105,11 @@ class BertConfig:
 
     @classmethod
     def from_json_file(cls, path: str) -> "BertConfig":
+        """Reads a `bert_config.json` (google-research) or `config.json` (Hugging Face); extra keys are ignored.
+
+        Raises:
+            ValueError: the file is not JSON, or lacks one of the five size keys (`from_dict`).
+        """
         with open(path, encoding="utf-8") as f:
             try:
                 values = json.load(f)
@@ -92,18 +138,49 @@ def _preset(layers: int, hidden: int, heads: int) -> BertConfig:
                       intermediate_size=4 * hidden)
 
 
-# The sizes of google-research/bert's releases (the small BERTs use the same L/H/A naming).
-PRESETS = {
+class Presets(dict):
+    """{name: BertConfig}: the sizes of google-research/bert's releases, random weights (no download).
+
+    bert_tiny L=2 H=128 A=2, bert_mini L=4 H=256 A=4, bert_small L=4 H=512 A=8, bert_medium L=8 H=512 A=8,
+    bert_base L=12 H=768 A=12, bert_large L=24 H=1024 A=16; intermediate size 4 H, vocabulary 30522. The names
+    are what `bert-keras pretrain --model` and `loading.load_backbone` accept; for released weights by name use
+    `from_preset` (the zoo).
+
+    Example:
+        >>> sorted(bert_keras.PRESETS)[:3]
+        ['bert_base', 'bert_large', 'bert_medium']
+        >>> bert_keras.PRESETS["bert_tiny"].hidden_size
+        128
+    """
+
+
+PRESETS = Presets({
     "bert_tiny": _preset(2, 128, 2),
     "bert_mini": _preset(4, 256, 4),
     "bert_small": _preset(4, 512, 8),
     "bert_medium": _preset(8, 512, 8),
     "bert_base": _preset(12, 768, 12),
     "bert_large": _preset(24, 1024, 16),
-}
+})
 
 
 def preset_config(name: str) -> BertConfig:
+    """The BertConfig of a preset size (see `PRESETS`), with a clear error for an unknown name.
+
+    Args:
+        name: str. A key of `PRESETS`, e.g. "bert_tiny" or "bert_base".
+
+    Returns:
+        The frozen BertConfig.
+
+    Raises:
+        ValueError: `name` is not a preset (the message lists them).
+
+    Example:
+        >>> config = bert_keras.preset_config("bert_base")
+        >>> config.num_hidden_layers, config.hidden_size, config.num_attention_heads
+        (12, 768, 12)
+    """
     try:
         return PRESETS[name]
     except KeyError:

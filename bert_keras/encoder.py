@@ -26,16 +26,54 @@ INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
 
 @keras.saving.register_keras_serializable(package="bert_keras")
 class BertEncoder(keras.Model):
+    """The BERT encoder: token ids in, contextual token vectors and a pooled sentence vector out.
+
+    Embeddings, L post-LayerNorm transformer blocks and the tanh pooler of google-research/bert's `BertModel`,
+    as a functional Keras model whose inputs and outputs are TF Hub's BERT names, so it drops in wherever a TF
+    Hub BERT encoder was used. No pretraining heads (see `bert_keras.tasks.BertPretrainer`). Built from a
+    `BertConfig` alone, it has random weights; released weights come from `load_checkpoint`, `from_preset` or
+    a `.keras` file. Under a mixed precision policy the residual stream, LayerNorms, softmax and the pooled
+    output stay float32.
+
+    Args:
+        config: BertConfig (or its dict, as in `get_config`). The sizes, dropout rates and initializer.
+        **kwargs: Keras model arguments (name, trainable).
+
+    Call arguments:
+        inputs: dict of [B, S] int32 tensors: "input_word_ids" (WordPiece ids, [CLS] first, 0 at padding),
+            "input_mask" (1 for tokens, 0 for padding), "input_type_ids" (segment 0 or 1).
+        training: bool. Applies dropout when True.
+        pooled_only: bool. Returns only the pooled output [B, H], computing the last block for [CLS] alone.
+
+    Returns:
+        dict: "sequence_output" [B, S, H] (0 at padding outside XLA), "pooled_output" [B, H] float32
+        (tanh(dense([CLS] vector)), the vector NSP was trained on), "encoder_outputs" (a list of L [B, S, H],
+        every block's output). With `pooled_only=True`, the [B, H] pooled output alone.
+
+    Example:
+        >>> encoder = bert_keras.BertEncoder(bert_keras.preset_config("bert_tiny"))
+        >>> preprocessor = bert_keras.BertPreprocessor("vocab.txt")
+        >>> out = encoder(preprocessor(["the movie was great", "dull"]))
+        >>> tuple(out["sequence_output"].shape), tuple(out["pooled_output"].shape), len(out["encoder_outputs"])
+        ((2, 8, 128), (2, 128), 2)
+        >>> tuple(encoder(preprocessor(["dull"]), pooled_only=True).shape)
+        (1, 128)
+    """
+
     def __init__(self, config: BertConfig | dict, **kwargs):
         config = BertConfig.from_dict(config) if isinstance(config, dict) else config
         inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name) for name in INPUT_NAMES}
         embeddings = BertEmbeddings(
-            config.vocab_size, config.hidden_size, config.max_position_embeddings, config.type_vocab_size,
-            config.initializer_range, config.layer_norm_eps, config.hidden_dropout_prob, name="embeddings")
+            vocab_size=config.vocab_size, hidden_size=config.hidden_size,
+            max_position_embeddings=config.max_position_embeddings, type_vocab_size=config.type_vocab_size,
+            initializer_range=config.initializer_range, layer_norm_eps=config.layer_norm_eps,
+            dropout=config.hidden_dropout_prob, name="embeddings")
         blocks = [TransformerBlock(
-            config.hidden_size, config.num_attention_heads, config.intermediate_size, config.hidden_act,
-            config.hidden_dropout_prob, config.attention_probs_dropout_prob, config.initializer_range,
-            config.layer_norm_eps, name=f"transformer_layer_{i}") for i in range(config.num_hidden_layers)]
+            hidden_size=config.hidden_size, num_attention_heads=config.num_attention_heads,
+            intermediate_size=config.intermediate_size, hidden_act=config.hidden_act,
+            hidden_dropout=config.hidden_dropout_prob, attention_dropout=config.attention_probs_dropout_prob,
+            initializer_range=config.initializer_range, layer_norm_eps=config.layer_norm_eps,
+            name=f"transformer_layer_{i}") for i in range(config.num_hidden_layers)]
         pooler = keras.layers.Dense(
             config.hidden_size, activation="tanh", name="pooler",
             kernel_initializer=keras.initializers.TruncatedNormal(stddev=config.initializer_range))
@@ -53,7 +91,7 @@ class BertEncoder(keras.Model):
 
     def call(self, inputs, training=None, mask=None, pooled_only=False):
         """`encoder(inputs, pooled_only=True)`: pooled_output [B, H] alone, equal to the full call's and cheaper:
-        the last layer computes only the [CLS] row (a sixth less work for 6 layers). For heads that read nothing
+        the last layer computes only the [CLS] row (1/L of the blocks' work saved). For heads that read nothing
         else (classification, multiple choice); the encoder stays one node of their graph (and of their saved
         weights' layout)."""
         if not pooled_only:

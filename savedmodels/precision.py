@@ -5,8 +5,7 @@
         runs them on AVX512_BF16 / AMX-BF16; without those the CPU emulates bfloat16, slower than fp32.
   int8  Keras 3's `quantize("int8")`: Dense and Embedding weights int8 with per-channel scales, activations
         quantized per call (dynamic). A quarter of the weights' bytes, but slower than fp32: TensorFlow runs the
-        int8 matmuls as an int8 BatchMatMulV3, which has no VNNI/oneDNN kernel on CPU (3-4x fp32's time in
-        benchmarks/benchmark_serving.py; TF's QuantizedMatMul, gemmlowp, is no faster), so export warns every time.
+        int8 matmuls as an int8 BatchMatMulV3, which has no VNNI/oneDNN kernel on CPU, so export warns every time.
 Both stay in the same raw-text signatures, use only ops the stock server has (the export's op check), and load on
 the SavedModelBundle path. `cpu_support(precision)` says whether this machine has the instructions; export warns
 (the serving machine may differ), the benchmark reports it.

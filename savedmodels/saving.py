@@ -13,7 +13,7 @@ from the first (`object_map[self] = tf.Variable(object_map[self.value])`, keras/
 The checkpoint restores that copy ("Variable", "Variable_1", ...); the functions read the original, which nothing
 restores: "FAILED_PRECONDITION: Could not find variable transformer_layer_0/..." on the first request
 (tensorflow/serving#2226, keras-team/keras#20095, #19274). `tf.saved_model.load` restores by object graph and
-hides it. Holding the model also saved its optimizer: 211 AdamW slot variables, 261 MB for MiniLM instead of 87.
+hides it. Holding the model also saved its optimizer: AdamW's two slots per weight, three times the bytes.
 
 So the root saved here holds no Keras object: the signature functions, any extra attributes (tf.functions, the
 TF Hub API's variable lists) and `_captured_variables`, exactly the tf.Variables those functions read (the

@@ -30,6 +30,7 @@ _LAYER = {  # Model Garden TransformerEncoderBlock attribute -> google-research 
 
 
 def is_garden_checkpoint(names) -> bool:
+    """Do these checkpoint variable names look like a Model Garden BertEncoder's (`.../layer_with_weights-N/...`)?"""
     return any(_NAME.match(n) for n in names)
 
 

@@ -18,6 +18,7 @@ _SKIP_NAMES = ("global_step",)
 
 
 def is_tf1_checkpoint(names) -> bool:
+    """Do these checkpoint variable names look like google-research/bert's (`bert/...`)?"""
     return any(n.startswith("bert/") for n in names)
 
 

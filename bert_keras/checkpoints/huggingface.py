@@ -36,6 +36,8 @@ _IGNORED = re.compile(r"(.*position_ids|cls\.predictions\.decoder\.(weight|bias)
 
 
 def google_name(hf_name: str) -> str | None:
+    """A Hugging Face weight name (`bert.encoder.layer.0.attention.self.query.weight`) -> google-research's
+    (`bert/encoder/layer_0/attention/self/query/kernel`), or None for a name BERT's encoder does not have."""
     name = hf_name[len("bert."):] if hf_name.startswith("bert.") else hf_name
     for pattern, target in _RENAMES:
         if re.fullmatch(pattern, name):

@@ -37,7 +37,30 @@ def _tf_prefix(path: str) -> str | None:
 
 
 def read_checkpoint(path: str, config: BertConfig | None = None) -> tuple[BertConfig, dict, str]:
-    """Reads a checkpoint of any supported format into (config, {google name: array}, format name)."""
+    """Reads a checkpoint of any supported format into (config, {google name: array}, format name).
+
+    The format is detected from the files (see the module docstring) and every name is translated to
+    google-research's (`bert/encoder/layer_0/attention/self/query/kernel`), so one mapping serves all three.
+    Pretraining heads (`cls/...`) are included when the checkpoint has them; optimizer slots are not.
+
+    Args:
+        path: str. A checkpoint folder, or a TF checkpoint prefix (`.../bert_model.ckpt`).
+        config: BertConfig or None. None reads `bert_config.json` (or Hugging Face's `config.json`) beside it.
+
+    Returns:
+        (BertConfig, {google-research name: NumPy array}, "google" | "garden" | "huggingface").
+
+    Raises:
+        FileNotFoundError: no checkpoint, or no config beside it (the message names the file to add).
+        ValueError: a TF checkpoint of another model, or a folder holding several checkpoints.
+
+    Example:
+        >>> encoder = bert_keras.BertEncoder(bert_keras.preset_config("bert_tiny"))
+        >>> prefix = bert_keras.save_google_checkpoint(encoder, "tiny_checkpoint", vocab_file="vocab.txt")
+        >>> config, tensors, fmt = bert_keras.read_checkpoint("tiny_checkpoint")
+        >>> fmt, tensors["bert/embeddings/word_embeddings"].shape
+        ('google', (30522, 128))
+    """
     folder = path if os.path.isdir(path) else os.path.dirname(path)
     if os.path.exists(os.path.join(folder, "model.safetensors")):
         hf_config = os.path.join(folder, "config.json")
@@ -66,7 +89,31 @@ def read_checkpoint(path: str, config: BertConfig | None = None) -> tuple[BertCo
 
 
 def load_checkpoint(path: str, config: BertConfig | None = None):
-    """Returns (config, encoder) with the checkpoint's weights; pretraining heads, if any, are left out."""
+    """A BertEncoder with a released checkpoint's weights: google-research TF1, Model Garden TF2 or Hugging Face.
+
+    Every encoder weight must be found with the right shape (a missing or mis-shaped one is named), so a
+    checkpoint of another size fails loudly instead of loading half. Pretraining heads are left out (see
+    `read_checkpoint` and `BertPretrainer.assign_heads`). The vocabulary is not read: build the
+    BertPreprocessor from the `vocab.txt` beside the checkpoint (or use `loading.load_backbone`, which does).
+
+    Args:
+        path: str. A checkpoint folder, or a TF checkpoint prefix (`.../bert_model.ckpt`).
+        config: BertConfig or None. None reads the config file beside the checkpoint.
+
+    Returns:
+        (BertConfig, BertEncoder).
+
+    Raises:
+        FileNotFoundError: no checkpoint or no config at `path`.
+        ValueError: an unknown checkpoint layout, or weights missing or of the wrong shape.
+
+    Example:
+        >>> encoder = bert_keras.BertEncoder(bert_keras.preset_config("bert_tiny"))
+        >>> prefix = bert_keras.save_google_checkpoint(encoder, "tiny_checkpoint", vocab_file="vocab.txt")
+        >>> config, loaded = bert_keras.load_checkpoint("tiny_checkpoint")
+        >>> config.num_hidden_layers, np.array_equal(loaded.pooler.kernel, encoder.pooler.kernel)
+        (2, True)
+    """
     config, tensors, fmt = read_checkpoint(path, config)
     weights, _heads = split_heads(tensors)
     from bert_keras.encoder import BertEncoder
@@ -76,7 +123,26 @@ def load_checkpoint(path: str, config: BertConfig | None = None):
 
 
 def save_google_checkpoint(encoder, folder: str, vocab_file: str | None = None, heads: dict | None = None) -> str:
-    """Writes the encoder (and optional `cls/...` heads) as a google-research TF1 checkpoint folder."""
+    """Writes the encoder as a google-research TF1 checkpoint folder, readable by run_classifier.py & co.
+
+    The folder gets `bert_model.ckpt.{index,data-*}` under google-research's variable names, `bert_config.json`
+    and (given) `vocab.txt`; it is written beside and renamed into place, so no reader sees half a checkpoint.
+
+    Args:
+        encoder: BertEncoder. The weights to write.
+        folder: str. The checkpoint folder (replaced if it exists).
+        vocab_file: str or None. A `vocab.txt` to copy into the folder.
+        heads: dict or None. Pretraining heads {`cls/...` name: array}, e.g. `BertPretrainer.head_weights()`.
+
+    Returns:
+        str, the checkpoint prefix (`<folder>/bert_model.ckpt`, absolute).
+
+    Example:
+        >>> encoder = bert_keras.BertEncoder(bert_keras.preset_config("bert_tiny"))
+        >>> prefix = bert_keras.save_google_checkpoint(encoder, "tiny_checkpoint", vocab_file="vocab.txt")
+        >>> sorted(os.listdir("tiny_checkpoint"))[:3]
+        ['bert_config.json', 'bert_model.ckpt.data-00000-of-00001', 'bert_model.ckpt.index']
+    """
     tensors = encoder_weights(encoder)
     tensors.update(heads or {})
     return write_google_checkpoint(tensors, folder, config=encoder.config, vocab_file=vocab_file)

@@ -19,6 +19,8 @@ CONLL2003_LABELS = ("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "
 
 @dataclasses.dataclass(frozen=True)
 class TaggedSentence:
+    """One CoNLL-2003 sentence: its words and their IOB2 entity tags (and the POS and chunk columns, if read)."""
+
     tokens: tuple[str, ...]
     tags: tuple[str, ...]
     pos_tags: tuple[str, ...] = ()

@@ -51,6 +51,8 @@ _ALIASES = {"sst2": "sst-2", "stsb": "sts-b", "mnli-mm": "mnli", "mnli-m": "mnli
 
 @dataclasses.dataclass(frozen=True)
 class TextExample:
+    """One GLUE example: a text (or pair) and its label (class id, STS-B score, or None for test files)."""
+
     guid: str
     text_a: str
     text_b: str | None = None

@@ -37,6 +37,8 @@ from bert_keras.data.errors import DataFormatError
 
 @dataclasses.dataclass(frozen=True)
 class ChoiceExample:
+    """One multiple-choice question: a context, its candidate endings and the right ending's index (or None)."""
+
     id: str
     context: str
     endings: list[str]

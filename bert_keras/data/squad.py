@@ -22,6 +22,9 @@ from bert_keras.data.errors import DataFormatError
 
 @dataclasses.dataclass(frozen=True)
 class SquadExample:
+    """One SQuAD question: its context, all reference answers as (text, character start), and SQuAD 2.0's
+    unanswerable flag."""
+
     qid: str
     question: str
     context: str
@@ -67,6 +70,7 @@ def squad_examples(dataset: dict, source="<squad>") -> list[SquadExample]:
 
 
 def read_squad(path) -> list[SquadExample]:
+    """Every question of a SQuAD 1.1 or 2.0 JSON file, in file order; bad JSON raises DataFormatError (file, line)."""
     return squad_examples(load_squad_json(path), os.fspath(path))
 
 

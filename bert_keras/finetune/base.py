@@ -17,6 +17,7 @@ class Task:
     default_files: tuple = ()        # (train, eval) file names in a --data folder
 
     def read(self, path: str) -> list:
+        """The examples of one data file (bert_keras.data's readers); bad files raise naming file and line."""
         raise NotImplementedError
 
     def build_model(self, encoder, preprocessor, examples: list):

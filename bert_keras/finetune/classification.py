@@ -16,6 +16,8 @@ from bert_keras.tasks import BertClassifier
 
 
 class ClassificationTask(Task):
+    """GLUE tasks (and STS-B regression) from their TSV files: a BertClassifier, GLUE's official metrics."""
+
     default_files = ("train.tsv", "dev.tsv")
 
     def __init__(self, name: str):

@@ -13,6 +13,8 @@ from bert_keras.tasks import BertMultipleChoice
 
 
 class MultipleChoiceTask(Task):
+    """SWAG, OpenBookQA, ARC and CommonsenseQA: a BertMultipleChoice, accuracy."""
+
     metric_name = "accuracy"
     default_files = {"swag": ("train.csv", "val.csv"), "openbookqa": ("train.jsonl", "dev.jsonl"),
                      "commonsenseqa": ("train_rand_split.jsonl", "dev_rand_split.jsonl")}

@@ -19,6 +19,8 @@ TASKS: dict[str, type] = {
 
 
 def get_task(name: str, **kwargs) -> Task:
+    """The task kind for a `--task` name (case-insensitive; see TASKS), built with `kwargs` (e.g. SQuAD's
+    doc_stride); an unknown name raises ValueError listing the known ones."""
     key = name.strip().lower()
     if key not in TASKS:
         raise ValueError(f"unknown task {name!r}; known: {', '.join(sorted(TASKS))}")

@@ -37,9 +37,14 @@ def as_squad_dataset(examples) -> dict:
 
 
 class SquadTask(Task):
+    """SQuAD 1.1 and 2.0: a BertSpanLabeler, the official exact-match and F1 (2.0: with no-answer thresholds).
+
+    The window and answer settings after `name` are keyword-only (they are BertSpanLabeler's, all numbers).
+    """
+
     default_files = ("train-v1.1.json", "dev-v1.1.json")
 
-    def __init__(self, name: str, doc_stride: int = 128, max_query_length: int = 64, n_best_size: int = 20,
+    def __init__(self, name: str, *, doc_stride: int = 128, max_query_length: int = 64, n_best_size: int = 20,
                  max_answer_length: int = 30, null_score_diff_threshold: float = 0.0):
         self.name = name
         self.version_2 = name == "squad_v2"
@@ -57,8 +62,10 @@ class SquadTask(Task):
         return examples
 
     def build_model(self, encoder, preprocessor, examples):
-        return BertSpanLabeler(encoder, preprocessor, self.doc_stride, self.max_query_length, self.n_best_size,
-                               self.max_answer_length, self.version_2, self.threshold)
+        return BertSpanLabeler(encoder, preprocessor, doc_stride=self.doc_stride,
+                               max_query_length=self.max_query_length, n_best_size=self.n_best_size,
+                               max_answer_length=self.max_answer_length, version_2=self.version_2,
+                               null_score_diff_threshold=self.threshold)
 
     def inputs(self, examples):
         spans = np.array([answer_chars(e) for e in examples], "int64").reshape(-1, 2)

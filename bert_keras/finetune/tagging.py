@@ -13,6 +13,8 @@ from bert_keras.tasks.tagger import IGNORE
 
 
 class TaggingTask(Task):
+    """CoNLL-2003 named entities: a BertTagger over IOB2 labels, seqeval's entity F1."""
+
     metric_name = "f1"
     default_files = ("train.txt", "valid.txt")
 

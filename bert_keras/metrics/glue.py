@@ -39,11 +39,13 @@ def _pair(labels, predictions, dtype=None):
 
 
 def accuracy(labels, predictions) -> float:
+    """The fraction of predictions equal to their labels."""
     y, p = _pair(labels, predictions)
     return float(np.mean(y == p))
 
 
 def binary_f1(labels, predictions, positive=1) -> float:
+    """F1 of the `positive` class (MRPC, QQP), as sklearn's f1_score; 0.0 with no true positive."""
     y, p = _pair(labels, predictions)
     tp = int(np.sum((y == positive) & (p == positive)))
     fp = int(np.sum((y != positive) & (p == positive)))
@@ -52,6 +54,7 @@ def binary_f1(labels, predictions, positive=1) -> float:
 
 
 def matthews_corrcoef(labels, predictions) -> float:
+    """Matthews correlation (CoLA's metric), multi-class, as sklearn's matthews_corrcoef; 0.0 when undefined."""
     y, p = _pair(labels, predictions)
     classes, inverse = np.unique(np.concatenate([y, p]), return_inverse=True)
     k = len(classes)
@@ -70,6 +73,7 @@ def matthews_corrcoef(labels, predictions) -> float:
 
 
 def pearson(x, y) -> float:
+    """Pearson correlation of two score lists (STS-B), as scipy.stats.pearsonr's statistic."""
     a, b = _pair(x, y, dtype=np.float64)
     a = a - a.mean()
     b = b - b.mean()
@@ -94,6 +98,7 @@ def average_ranks(values) -> np.ndarray:
 
 
 def spearman(x, y) -> float:
+    """Spearman rank correlation (STS-B): Pearson of the average ranks, as scipy.stats.spearmanr."""
     a, b = _pair(x, y, dtype=np.float64)
     return pearson(average_ranks(a), average_ranks(b))
 
@@ -118,6 +123,7 @@ _FUNCTIONS = {"accuracy": accuracy, "f1": binary_f1, "matthews_corrcoef": matthe
 
 
 def glue_metric_names(task_name: str) -> tuple[str, ...]:
+    """The metrics a GLUE task reports, the headline first (e.g. MRPC: f1, accuracy); unknown names raise."""
     task = task_name.strip().lower()
     task = _ALIASES.get(task, task)
     if task not in _TASKS:

@@ -40,6 +40,7 @@ def normalize_answer(text: str) -> str:
 
 
 def exact_match(prediction: str, gold: str) -> int:
+    """1 when the answers are equal after the official normalisation (case, punctuation, articles), else 0."""
     return int(normalize_answer(prediction) == normalize_answer(gold))
 
 

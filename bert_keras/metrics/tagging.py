@@ -218,14 +218,17 @@ def precision_recall_f1(y_true, y_pred, *, average: str | None = "micro", mode: 
 
 
 def f1_score(y_true, y_pred, **kwargs) -> float:
+    """Entity-level F1, as seqeval's f1_score (kwargs: mode, scheme, suffix, average)."""
     return precision_recall_f1(y_true, y_pred, **kwargs)[2]
 
 
 def precision_score(y_true, y_pred, **kwargs) -> float:
+    """Entity-level precision, as seqeval's precision_score."""
     return precision_recall_f1(y_true, y_pred, **kwargs)[0]
 
 
 def recall_score(y_true, y_pred, **kwargs) -> float:
+    """Entity-level recall, as seqeval's recall_score."""
     return precision_recall_f1(y_true, y_pred, **kwargs)[1]
 
 

@@ -15,8 +15,7 @@ Why not TF.Text's RoundRobinTrimmer + combine_segments: they are exact but their
 add ~400 graph nodes, and in tf.data the graph runs once per batch. Here one RaggedRange lists, for every
 output token, where it comes from ([CLS], a kept token of a segment, [SEP]), so the work is proportional to
 the tokens, and RaggedTensorToTensor pads once. One segment (most batches) takes a shorter path, _pack_one: ~15
-ops instead of ~40, which took tokenize + pack in tf.data at batch 256 from ~5.8x to ~6.1-6.3x HF tokenizers
-(benchmarks/benchmark_tokenizer.py).
+ops instead of ~40 (benchmarks/benchmark_tokenizer.py measures tokenize + pack against HF tokenizers).
 
 Shapes: segments, each RaggedTensor [B, (tokens)] (or [B, (words), (pieces)], read as its pieces) -> dict of
 int32 [B, L]:
@@ -61,6 +60,19 @@ def _token_splits(segment):
 
 def pack_segments(segments, cls_id: int, sep_id: int, seq_length: int | None = None,
                   max_seq_length: int = 512, truncation: str = "round_robin", pad_id: int = 0) -> dict:
+    """Token-id segments [B, (tokens)] -> the id dict [B, L] (see the module docstring for lengths and truncation).
+
+    Args:
+        segments: list of RaggedTensors [B, (tokens)] int32 (or [B, (words), (pieces)]), one per segment.
+        cls_id, sep_id: the vocabulary's [CLS] and [SEP] ids.
+        seq_length: int, scalar int tensor or None. A fixed L; None pads to the batch's longest, rounded up to 8.
+        max_seq_length: int. The longest L when `seq_length` is None.
+        truncation: "round_robin" or "longest_first" (the same lengths; see the module docstring).
+        pad_id: the [PAD] id.
+
+    Raises:
+        ValueError: an unknown truncation, or a fixed length too short for [CLS] and one [SEP] per segment.
+    """
     if truncation not in TRUNCATIONS:
         raise ValueError(f"truncation must be one of {TRUNCATIONS}, got {truncation!r}")
     k = len(segments)
@@ -121,7 +133,7 @@ def _pack_one(values, splits, cls_id, sep_id, budget, seq_length, max_seq_length
     """One segment (flat int32 ids [T], row splits [B + 1]) -> the id dict: [CLS] head [SEP], padded.
 
     The common case (classification, tagging, every tf.data batch of single sentences) in ~15 ops instead of the
-    general path's ~40, since in tf.data each op costs ~1-3 us per batch however small: RaggedTensorToTensor
+    general path's ~40, since in tf.data each op has a fixed cost per batch however small: RaggedTensorToTensor
     cuts every row to the budget and pads it in one op, one Pad makes room for [CLS] and [SEP], and both are
     added where the padding left zeros."""
     kept = tf.minimum(splits[1:] - splits[:-1], budget)                                        # [B]
@@ -151,7 +163,7 @@ def _token_types(kept, positions, mask):
     before it; positions past the last [SEP] are padding (mask 0), type 0."""
     k = kept.shape[1]
     if k == 1:                                                 # [CLS] a [SEP] pad...: all 0 (one op, in
-        return tf.zeros_like(mask)                             # tf.data each costs ~1-3 us however small)
+        return tf.zeros_like(mask)                             # tf.data each has a fixed cost however small)
     seps = tf.cumsum(kept + 1, axis=1)                                                        # [B, K]
     past = [tf.cast(positions > seps[:, i:i + 1], tf.int32) for i in range(k - 1)]            # K - 1 x [B, L]
     return tf.add_n(past) * mask                               # the mask ends right after the last [SEP]

@@ -27,7 +27,7 @@ def load_vocab(vocab) -> list[str]:
 
 def vocab_is_cased(tokens: list[str]) -> bool:
     """True when ordinary (non-[special]) tokens have upper-case letters: uncased vocabularies have none."""
-    lowered = "\n".join(tokens).lower().split("\n")           # one lower() call: ~5x faster than one a token
+    lowered = "\n".join(tokens).lower().split("\n")           # one lower() call, not one a token
     upper = sum(1 for t, low in zip(tokens, lowered) if t != low and not (t.startswith("[") and t.endswith("]")))
     return upper > 0.01 * len(tokens)
 

@@ -26,8 +26,13 @@ from __future__ import annotations
 import tensorflow as tf
 
 
-def squad_windows(preprocessor, questions, contexts, doc_stride: int = 128, max_query_length: int = 64,
+def squad_windows(preprocessor, questions, contexts, *, doc_stride: int = 128, max_query_length: int = 64,
                   answer_start=None, answer_end=None) -> dict:
+    """Questions and contexts [B] -> the windows' dict (see the module docstring), with run_squad.py's rules.
+
+    The window length is the preprocessor's `seq_length`, else its `max_seq_length`. The options are
+    keyword-only (two ints and two offset arrays that must not be swapped).
+    """
     seq_length = preprocessor.seq_length or preprocessor.max_seq_length
     question_ids = preprocessor.tokenize(questions)[:, :max_query_length]               # [B, (q)]
     ids, starts, ends = preprocessor.tokenize_with_offsets(contexts)                    # [B, (c)]

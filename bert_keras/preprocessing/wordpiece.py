@@ -17,18 +17,17 @@ Two routes, chosen per string, giving the same ids as HF tokenizers' BertWordPie
           cheap: real text that is not plain is still mostly ASCII words. (FastWordpiece splits at ICU's
           White_Space and punctuation, which after normalisation are the reference's separators and
           punctuation: the fuzz tests check it against both references.)
-Both routes run the same FastWordpiece model (one to build, ~60 ms for a 30k vocabulary).
+Both routes run the same FastWordpiece model, built once (building one is costly).
 Why not TF.Text's FastBertNormalizer for the general route: it folds with NFKC-like rules (³ -> 3, ﬁ -> fi,
-ǅ -> dz) and keeps U+0085 as a break, so it differs from the reference on ~0.2% of real texts.
+ǅ -> dz) and keeps U+0085 as a break, so it differs from the reference on real texts holding such characters.
 
 Speed: everything runs on flat tensors with the raw TF.Text kernels (no RaggedTensor helpers, whose shape
-checks add ~1,000 graph nodes and ~2 ms to every call): one call costs ~0.3 ms plus the work, which is what
-matters in `tf.data`, where the graph runs once per batch and every op costs ~1-3 us however small its tensors
-(measured on 2 busy cores), so fewer ops beat cleverer ones. Rows are routed with dynamic_partition and the
-results put back in order with one ragged gather. Called eagerly (a notebook, the pretraining data tool), each
-op costs Python time under the GIL: `tokenize` (ids only) skips the general route's offset work, and a few
-wrappers that cost ~0.1-0.4 ms each (tf.searchsorted, see ragged_rows.py; slicing in loops) are avoided, so an
-eager call costs ~4 ms besides its work (it was ~9 ms).
+checks add ~1,000 graph nodes to every call), because in `tf.data` the graph runs once per batch and every op
+has a fixed cost however small its tensors, so fewer ops beat cleverer ones (docs/performance.md). Rows are
+routed with dynamic_partition and the results put back in order with one ragged gather. Called eagerly (a
+notebook, the pretraining data tool), each op costs Python time under the GIL: `tokenize` (ids only) skips the
+general route's offset work, and wrappers that run several ops (tf.searchsorted, see ragged_rows.py; slicing in
+loops) are avoided.
 
 Invalid UTF-8: each invalid byte is read as U+FFFD, which BERT drops; offsets still index the original bytes.
 The reference is HF tokenizers' BertWordPieceTokenizer, except where it is wrong, and then google-research's
@@ -64,13 +63,13 @@ class WordpieceTokenizer:
             raise ValueError(f"the vocabulary has no {UNK} token; BERT vocabularies start with [PAD] [unused..] "
                              "[UNK] [CLS] [SEP] [MASK].")
         self.lower_case = lower_case
-        # One model for both routes (building one costs ~60 ms): end-to-end mode, which splits text at
+        # One model for both routes (building one is costly): end-to-end mode, which splits text at
         # whitespace and punctuation (ICU's, with BERT's ASCII and CJK additions) before WordPiece; the general
         # route hands it normalised segments, which it splits the same way. Its byte limit fits 100 characters of
         # up to 4 bytes; the reference's 100-character limit is the routes' own (PLAIN_TEXT keeps long words off
         # the plain route, mark_long_words makes them [UNK] on the general one).
         # TF.Text's own builder; its tokenizer class would turn the ~1.7 MB model into a Python list of ints on the
-        # way to a tensor (~5-10 ms), so the bytes become the uint8 tensor directly.
+        # way to a tensor, so the bytes become the uint8 tensor directly.
         model = build_fast_wordpiece_model(vocab, 4 * MAX_WORD_CHARS, "##", UNK, False, False)
         self._model = tf.constant(np.frombuffer(model, np.uint8))
         entries = "".join(vocab)

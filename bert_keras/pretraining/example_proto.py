@@ -1,9 +1,8 @@
 """tf.train.Example protos of fixed-length features, encoded for a whole batch at once in NumPy.
 
 Why: a protobuf Python object per record is slow, and TF's encode_proto kernel has to nest five messages; this
-writes the wire format directly (28,533 pretraining records of 128 tokens: ~0.11 s to encode on one core; through
-encode_proto, writing them took 1.01 s). The layout (tensorflow/core/example/example.proto and
-feature.proto; tag byte = field number << 3 | 2, "length-delimited"):
+writes the wire format directly, many times faster (docs/performance.md). The layout
+(tensorflow/core/example/example.proto and feature.proto; tag byte = field number << 3 | 2, "length-delimited"):
 
   Example   = 0A len(Features) Features                               features = 1
   Features  = for each feature, keys sorted: 0A len(Entry) Entry      map<string, Feature> feature = 1
@@ -88,7 +87,7 @@ def _varint_groups(u: np.ndarray, top: int, width: int) -> tuple[np.ndarray, np.
 def _varint_table(top: int) -> tuple[np.ndarray, np.ndarray]:
     """The varints of 0..top (< 2**21, so at most 3 bytes) as 4 bytes each, low byte first, in uint32 ("<u4")
     entries; and the same entries' keep masks (byte k is 1 when the varint has a k-th byte). Four bytes, not
-    three: a [N, k] gather of uint32 viewed as bytes is ~4x faster than cutting a fourth byte off."""
+    three: a [N, k] gather of uint32 viewed as bytes is faster than cutting a fourth byte off."""
     groups, keep = _varint_groups(np.arange(top + 1, dtype=np.uint32), top, 4)
     return groups.view("<u4")[:, 0], keep.view(np.uint8).view("<u4")[:, 0]
 
@@ -156,7 +155,7 @@ def join_blocks(blocks: list) -> np.ndarray:
         if block_keep is not None:
             keep[:, column:column + block.shape[1]] = block_keep
         column += block.shape[1]
-    # np.compress on the flat arrays (~4x faster than boolean indexing with a 2-D mask), 512 rows at a time: it
+    # np.compress on the flat arrays (faster than boolean indexing with a 2-D mask), 512 rows at a time: it
     # makes an int64 index of every kept byte, ~3 MB per 512 rows instead of ~13 MB for a batch of 2,048.
     rows = 512
     kept = [np.compress(keep[i:i + rows].reshape(-1), data[i:i + rows].reshape(-1)) for i in range(0, n, rows)]

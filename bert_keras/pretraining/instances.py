@@ -71,12 +71,10 @@ def tokenize_documents(documents: list[list[str]], preprocessor, batch_size: int
                        progress=None) -> TokenizedDocuments:
     """Every sentence tokenized by the model's own preprocessor: TF.Text kernels, up to `batch_size` lines a call.
 
-    The calls run eagerly on a thread per core (TF runs an eager op without the GIL): no function to trace
-    (~0.1 s, and ~0.04 s more for the first call) and both cores busy. A call costs ~4 ms besides its lines
-    (Python dispatching its ops, under the GIL), so the lines are cut into as few calls as `batch_size` allows, a
-    multiple of the thread count, all of one size. Measured on 2 cores, WikiText-2 valid + test (17.5k lines):
-    0.056 s as two calls, 0.060 s as four, 0.090 s as ten (0.33 s through tf.data's map, batches of 8192 and
-    2 parallel calls, when this was 0.11 s)."""
+    The calls run eagerly on a thread per core (TF runs an eager op without the GIL): no function to trace and
+    every core busy. A call has a fixed cost besides its lines (Python dispatching its ops, under the GIL), so the
+    lines are cut into as few calls as `batch_size` allows, a multiple of the thread count, all of one size
+    (docs/performance.md)."""
     import tensorflow as tf
 
     def tokenize(first):
@@ -185,7 +183,7 @@ def mask_instances(features: dict, vocab: VocabIds, config: MaskingConfig, rng: 
         a_length = (ids == vocab.sep_id).argmax(1)[:, None] - 1
         positions = np.where(chosen, picks + 1 + (picks >= a_length), 0)
     row, rank = np.nonzero(chosen)                 # chosen positions come first in each row, ascending
-    at = row * s + positions[row, rank]            # flat indices into [N, S]: ~2x faster than (row, column)
+    at = row * s + positions[row, rank]            # flat indices into [N, S]: faster than (row, column)
     k = len(row)
     draw, keep, random_ids = rng.random(k), rng.random(k), rng.integers(0, vocab.size, k)
     original = np.take(ids, at)
@@ -228,7 +226,7 @@ def _choose_whole_word_positions(ids, candidate, num_to_predict, vocab: VocabIds
     starts = candidate & ~(vocab.continuation[ids] & before)
     word = np.cumsum(starts, axis=1, dtype=np.int32) - 1                  # word index of each candidate
     chosen_words = _choose_whole_words(candidate, word, word[:, -1] + 1, num_to_predict, config, rng)
-    row_base = (np.arange(n, dtype=np.int64) * s)[:, None]                # flat indexing: ~2x take_along_axis
+    row_base = (np.arange(n, dtype=np.int64) * s)[:, None]                # flat indexing beats take_along_axis
     row, column = np.nonzero(candidate & chosen_words.reshape(-1)[np.maximum(word, 0) + row_base])
     per_row = np.bincount(row, minlength=n)
     positions = np.zeros((n, config.max_predictions_per_seq), np.int64)
@@ -351,7 +349,7 @@ def _chunk_pairs(starts, ends, first, last, lo: int, hi: int, config: MaskingCon
 
 def _search_sorted(values: np.ndarray, keys: np.ndarray) -> np.ndarray:
     """np.searchsorted(values, keys) for keys in any order: searched in sorted order (NumPy starts each search
-    where the last one ended; ~4x faster on a large corpus than keys at random)."""
+    where the last one ended, which is faster on a large corpus than keys at random)."""
     order = np.argsort(keys)
     found = np.empty(len(keys), np.int64)
     found[order] = np.searchsorted(values, keys[order])

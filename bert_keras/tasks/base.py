@@ -31,12 +31,9 @@ def dense_head(units: int, initializer_range: float, name: str) -> keras.layers.
     """A task head's output layer: [..., H] -> [..., units] float32 logits.
 
     float32: cross-entropy on bfloat16 logits loses the small differences fine-tuning needs. The kernel starts as
-    transformers' heads do, Normal(0, initializer_range) with a zero bias, not as google-research's truncated
-    normal (0.88x that spread). Under Adam at a fine-tuning learning rate a head moves little in a short run (mean
-    |change| 0.0018 against a spread of 0.02 over the CoNLL-2003 acceptance run's 186 steps), so its starting
-    scale stays. With the truncated start that run's training loss ended 0.025-0.043 higher and its entity F1
-    2.2-3.4 points lower, on the same batches and dropout draws, seeds 0-2 (README, "Checked against PyTorch
-    transformers")."""
+    transformers' heads do, Normal(0, initializer_range) with a zero bias, not google-research's narrower
+    truncated normal: a head moves little in a short fine-tuning run, so its starting scale matters
+    (docs/accuracy.md)."""
     return keras.layers.Dense(units, name=name, dtype="float32",
                               kernel_initializer=keras.initializers.RandomNormal(stddev=initializer_range))
 
@@ -66,8 +63,27 @@ def is_labelled(spec) -> bool:
 
 
 class TaskModel(keras.Model):
-    """A functional model over a BertEncoder; subclasses call `super().__init__(inputs, outputs, encoder=...,
-    preprocessor=..., <their own constructor arguments>)` and get `.keras` serialization for free."""
+    """The base of the task models: a functional model over a BertEncoder that also takes raw text.
+
+    Subclasses build their head and call `super().__init__(inputs, outputs, encoder, preprocessor, name=name,
+    <their own constructor arguments as keywords>)`; those keywords become the config, so `.keras`
+    serialization and `with_preprocessor` come for free. Given raw text, `fit`, `evaluate` and `predict` run
+    the preprocessor in `tf.data` on the host (`text_dataset`); given ids they behave as Keras'.
+
+    Args:
+        inputs: dict of Keras inputs (`id_inputs()`).
+        outputs: the head's output tensor(s).
+        encoder: BertEncoder. Kept as `self.encoder` and serialized in the config.
+        preprocessor: BertPreprocessor or None. Kept as `self.preprocessor`; None means ids only.
+        name: str or None. The Keras model name.
+        **task_args: the subclass's own constructor arguments (stored in the config).
+
+    Example:
+        >>> encoder = bert_keras.BertEncoder(bert_keras.preset_config("bert_tiny"))
+        >>> model = bert_keras.tasks.BertClassifier(encoder, 2)
+        >>> isinstance(model, bert_keras.tasks.base.TaskModel), model.get_config()["num_classes"]
+        (True, 2)
+    """
 
     def __init__(self, inputs, outputs, encoder, preprocessor=None, name=None, **task_args):
         super().__init__(inputs=inputs, outputs=outputs, name=name)
@@ -99,6 +115,7 @@ class TaskModel(keras.Model):
 
     # ---- raw text in -------------------------------------------------------------------------------------
     def require_preprocessor(self):
+        """The preprocessor; a model without one raises ValueError saying how to load or attach one."""
         if self.preprocessor is None:
             raise ValueError(f"this {type(self).__name__} has no preprocessor, so it takes ids, not text (it was "
                              "saved by an older bert_keras or built without one): load it with "
@@ -145,6 +162,7 @@ class TaskModel(keras.Model):
         return self.text_dataset(x, y, batch_size or 32, training), None, None
 
     def fit(self, x=None, y=None, batch_size=None, validation_data=None, **kwargs):
+        """Keras' fit, also on raw text (x as the task's raw inputs, y its targets), batched by `text_dataset`."""
         if is_text(x):
             kwargs.setdefault("shuffle", False)        # text_dataset reshuffles every epoch itself
         x, y, batch_size = self._feed(x, y, batch_size, training=True)
@@ -155,10 +173,12 @@ class TaskModel(keras.Model):
         return super().fit(x, y, batch_size=batch_size, validation_data=validation_data, **kwargs)
 
     def evaluate(self, x=None, y=None, batch_size=None, **kwargs):
+        """Keras' evaluate, also on raw text and targets."""
         x, y, batch_size = self._feed(x, y, batch_size, training=False)
         return super().evaluate(x, y, batch_size=batch_size, **kwargs)
 
     def predict(self, x, batch_size=None, **kwargs):
+        """Keras' predict (logits), also on raw text; for decoded answers use the task's readable method."""
         x, _, batch_size = self._feed(x, None, batch_size, training=False)
         return super().predict(x, batch_size=batch_size, **kwargs)
 
@@ -211,7 +231,16 @@ class TaskModel(keras.Model):
     @classmethod
     def from_preset(cls, name: str, progress: bool = True, **task_args):
         """The task model on a released checkpoint (a zoo name, an archive or a checkpoint folder), with the
-        checkpoint's preprocessor, e.g. `BertClassifier.from_preset("bert_base_uncased", num_classes=2)`."""
+        checkpoint's preprocessor (its vocab and casing).
+
+        Args:
+            name: str. A zoo name (`bert-keras zoo list`), a downloaded archive or a checkpoint folder.
+            progress: bool. Print download progress.
+            **task_args: the task model's own arguments (num_classes, label_names, ...).
+
+        Example:
+            >>> BertClassifier.from_preset("bert_base_uncased", num_classes=2)      # doctest: +SKIP
+        """
         from bert_keras.zoo import from_preset
         encoder, preprocessor = from_preset(name, progress=progress)
         return cls(encoder, preprocessor=preprocessor, **task_args)

@@ -15,11 +15,43 @@ from bert_keras.tasks.base import TaskModel, dense_head, id_inputs
 
 @keras.saving.register_keras_serializable(package="bert_keras")
 class BertClassifier(TaskModel):
-    def __init__(self, encoder, num_classes: int, dropout: float = 0.1, label_names=None, preprocessor=None,
+    """Sentence or sentence-pair classification (GLUE), or regression (STS-B) with `num_classes=1`.
+
+    Dropout and one dense layer on the encoder's pooled [CLS] vector, as google-research/bert's
+    run_classifier.py. The model maps the id dict to logits; with a preprocessor it also takes raw text in
+    `fit`, `predict`, `evaluate` and `classify`, and one `.keras` file holds weights, vocabulary and labels.
+    `label_names` and `segments` travel in the config, so an export or a notebook holding only the `.keras`
+    file can name its predictions and knows its inputs. Arguments after `num_classes` are keyword-only.
+
+    Args:
+        encoder: BertEncoder. The backbone (its weights are fine-tuned with the head).
+        num_classes: int. C, the number of classes; 1 for regression (a score).
+        dropout: float. Dropout rate on the pooled vector before the head.
+        label_names: list of C str, or None. Names for the classes (default "0", "1", ...).
+        preprocessor: BertPreprocessor or None. Needed for raw text; without it the model takes ids only.
+        segments: int. 1 for single texts, 2 for text pairs (what `serve`, `classify` and the export take).
+        name: str or None. The Keras model name.
+
+    Inputs and outputs:
+        The id dict, each [B, S] int32 -> logits [B, C] float32 (also under mixed precision).
+        Raw text: texts [B], or (texts_a, texts_b) with `segments=2`; targets: class ids [B] (or scores).
+
+    Raises:
+        ValueError: `label_names` does not have `num_classes` entries, or `segments` is not 1 or 2.
+
+    Example:
+        >>> model = bert_keras.tasks.BertClassifier(
+        ...     bert_keras.BertEncoder(bert_keras.preset_config("bert_tiny")), num_classes=2,
+        ...     label_names=["negative", "positive"], preprocessor=bert_keras.BertPreprocessor("vocab.txt"))
+        >>> model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        >>> history = model.fit(["a fine film", "a dull film"], np.array([1, 0]), epochs=1, verbose=0)
+        >>> result = model.classify(["what a film"])
+        >>> result[0]["label"] in ("negative", "positive"), sorted(result[0]["probabilities"])
+        (True, ['negative', 'positive'])
+    """
+
+    def __init__(self, encoder, num_classes: int, *, dropout: float = 0.1, label_names=None, preprocessor=None,
                  segments: int = 1, name=None):
-        """`label_names` (one string per class, or None for regression) and `segments` (1: text; 2: text pairs)
-        travel in the config, so an export or a notebook holding only the `.keras` file can name its
-        predictions and knows its inputs."""
         if label_names is not None and len(label_names) != num_classes:
             raise ValueError(f"{len(label_names)} label_names for {num_classes} classes: give one name per class")
         if segments not in (1, 2):
@@ -34,17 +66,21 @@ class BertClassifier(TaskModel):
 
     @property
     def regression(self) -> bool:
+        """True for a one-output model (num_classes=1): `classify` gives scores, not labels."""
         return self._task_args["num_classes"] == 1
 
     @property
     def segments(self) -> int:
+        """1 when the model classifies single texts, 2 for text pairs."""
         return self._task_args["segments"]
 
     @property
     def label_names(self) -> list[str]:
+        """One name per class, in logit order ("0", "1", ... when none were given)."""
         return self._task_args["label_names"] or [str(i) for i in range(self._task_args["num_classes"])]
 
     def preprocess(self, x):
+        """texts [B], or a (texts_a, texts_b) tuple or list -> the id dict [B, S]."""
         return self.require_preprocessor()(tuple(x) if isinstance(x, (tuple, list)) else x)
 
     def serve(self, *texts) -> dict:
@@ -55,6 +91,7 @@ class BertClassifier(TaskModel):
         return self.decode(logits)
 
     def decode(self, logits) -> dict:
+        """logits [B, C] float32 -> what `serve` returns (see there)."""
         if self.regression:
             return {"logits": logits, "score": logits[:, 0]}
         label_id = tf.argmax(logits, axis=-1)
@@ -62,8 +99,20 @@ class BertClassifier(TaskModel):
                 "label": tf.gather(tf.constant(self.label_names), label_id)}
 
     def classify(self, texts, texts_b=None) -> list[dict]:
-        """For people: [{"label": name, "probability": p, "probabilities": {name: p}}] per text (regression:
-        [{"score": s}]). `texts_b`: the second sentences of pairs."""
+        """Classifies raw texts, for people: runs `serve` (the export's decoding) and converts to Python.
+
+        Args:
+            texts: list of str (or a [B] array). The texts, or the first sentences of pairs.
+            texts_b: list of str or None. The second sentences, for a `segments=2` model.
+
+        Returns:
+            One dict per text: {"label": name, "probability": p, "probabilities": {name: p}}, or
+            {"score": s} for regression.
+
+        Example:
+            >>> model.classify(["what a film"])[0]["label"] in model.label_names      # doctest: +SKIP
+            True
+        """
         out = self.serve_numpy(*([texts] if texts_b is None else [texts, texts_b]))
         if self.regression:
             return [{"score": float(s)} for s in out["score"]]

@@ -15,7 +15,32 @@ import keras
 
 
 def load_task_model(path: str):
-    """A task model from a `.keras` file or a finetune output folder; it takes raw text."""
+    """Opens a fine-tuned task model from its `.keras` file or its `bert-keras finetune --out` folder.
+
+    The model carries its preprocessor, so it takes raw text at once (`classify`, `answer`, `choose`,
+    `entities`). A model written by bert_keras <= 0.1.0 (ids only, with vocab.txt, preprocessing.json and
+    task.json beside it) is upgraded on load; `save` then writes the one-file form.
+
+    Args:
+        path: str. A `.keras` file, or a folder holding `model.keras`.
+
+    Returns:
+        The task model (BertClassifier, BertSpanLabeler, BertMultipleChoice or BertTagger).
+
+    Raises:
+        FileNotFoundError: no model at `path`.
+        TypeError: the file holds something else (e.g. a bare encoder).
+        ValueError: an old ids-only model without its side files.
+
+    Example:
+        >>> model = bert_keras.tasks.BertClassifier(
+        ...     bert_keras.BertEncoder(bert_keras.preset_config("bert_tiny")), 2,
+        ...     label_names=["negative", "positive"], preprocessor=bert_keras.BertPreprocessor("vocab.txt"))
+        >>> model.save("sentiment.keras")
+        >>> loaded = bert_keras.load_task_model("sentiment.keras")
+        >>> loaded.label_names, loaded.classify(["fine"])[0]["label"] == model.classify(["fine"])[0]["label"]
+        (['negative', 'positive'], True)
+    """
     import bert_keras.tasks  # noqa: F401  (registers the classes for load_model)
     from bert_keras.tasks.base import TaskModel
     file = os.path.join(path, "model.keras") if os.path.isdir(path) else path

@@ -33,7 +33,32 @@ class UnfoldChoices(keras.layers.Layer):
 
 @keras.saving.register_keras_serializable(package="bert_keras")
 class BertMultipleChoice(TaskModel):
-    def __init__(self, encoder, dropout: float = 0.1, preprocessor=None, name=None):
+    """Multiple choice (SWAG, ARC, OpenBookQA): picks the ending that best continues a context.
+
+    Every (context, ending) pair is encoded on its own, one shared scorer turns each pair's pooled [CLS] vector
+    into a score and a softmax runs over the choices (the BERT paper's SWAG recipe), so the number of choices
+    may differ between data sets. Arguments after `encoder` are keyword-only.
+
+    Args:
+        encoder: BertEncoder. The backbone.
+        dropout: float. Dropout rate on the pooled vectors before the scorer.
+        preprocessor: BertPreprocessor or None. Needed for raw text.
+        name: str or None. The Keras model name.
+
+    Inputs and outputs:
+        The id dict, each [B, C, S] int32 (C choices) -> logits [B, C] float32.
+        Raw text: (contexts [B], endings [B, C]); targets: the right ending's index [B].
+
+    Example:
+        >>> model = bert_keras.tasks.BertMultipleChoice(
+        ...     bert_keras.BertEncoder(bert_keras.preset_config("bert_tiny")),
+        ...     preprocessor=bert_keras.BertPreprocessor("vocab.txt"))
+        >>> choice = model.choose(["She opened the door"], [["and walked in.", "the sky.", "of cheese."]])
+        >>> sorted(choice[0]), choice[0]["choice"] in (0, 1, 2)
+        (['choice', 'ending', 'probability'], True)
+    """
+
+    def __init__(self, encoder, *, dropout: float = 0.1, preprocessor=None, name=None):
         inputs = id_inputs(rank=3)
         pooled = encoder(FoldChoices(name="fold_choices")(inputs), pooled_only=True)
         scores = dense_head(1, encoder.config.initializer_range, "choice_score")(
@@ -55,7 +80,19 @@ class BertMultipleChoice(TaskModel):
                 "ending": tf.gather(endings, prediction, batch_dims=1)}
 
     def choose(self, contexts, endings) -> list[dict]:
-        """For people: [{"choice": index, "ending": text, "probability": p}] per context."""
+        """Picks an ending for each raw context, for people: `serve` (the export's decoding) in Python.
+
+        Args:
+            contexts: list of str, [B].
+            endings: list of B lists of C str: each context's candidate endings.
+
+        Returns:
+            One dict per context: {"choice": index, "ending": text, "probability": p}.
+
+        Example:
+            >>> model.choose(["She opened the door"], [["and walked in.", "of cheese."]])   # doctest: +SKIP
+            [{'choice': 0, 'ending': 'and walked in.', 'probability': 0.93}]
+        """
         out = self.serve_numpy(contexts, endings)
         return [{"choice": int(i), "ending": e.decode(), "probability": float(p[i])}
                 for i, e, p in zip(out["prediction"], out["ending"], out["probabilities"])]

@@ -20,9 +20,36 @@ from bert_keras.tasks.base import TaskModel, dense_head, id_inputs
 
 @keras.saving.register_keras_serializable(package="bert_keras")
 class MaskedLMHead(keras.layers.Layer):
-    """(sequence [B, S, H], positions [B, P]) -> logits [B, P, V], output weights tied to `embedding_layer`."""
+    """BERT's masked-LM head: (sequence [B, S, H], positions [B, P]) -> logits [B, P, V].
 
-    def __init__(self, embedding_layer, hidden_act="gelu", initializer_range=0.02, layer_norm_eps=1e-12, **kwargs):
+    Gathers the masked positions, applies dense + activation + LayerNorm ("transform"), and scores against the
+    word-embedding matrix (tied weights, as google-research/bert) plus an output bias. Hyper-parameters after
+    `embedding_layer` are keyword-only.
+
+    Args:
+        embedding_layer: keras.layers.Embedding. The encoder's word table [V, H], shared as the output weights.
+        hidden_act: str. The transform's activation ("gelu" is the exact erf form).
+        initializer_range: float. Standard deviation of the transform's truncated-normal kernel.
+        layer_norm_eps: float. The transform's LayerNorm epsilon.
+        **kwargs: Keras layer arguments (name, ...).
+
+    Call arguments:
+        sequence: [B, S, H] the encoder's sequence_output.
+        positions: [B, P] int32 positions to predict (0-padded).
+
+    Returns:
+        [B, P, V] float32 logits.
+
+    Example:
+        >>> encoder = bert_keras.BertEncoder(bert_keras.preset_config("bert_tiny"))
+        >>> head = bert_keras.tasks.pretrainer.MaskedLMHead(encoder.embeddings.word_embeddings)
+        >>> sequence = np.zeros((2, 8, 128), "float32")
+        >>> tuple(head(sequence, np.array([[1, 3], [2, 0]], "int32")).shape)
+        (2, 2, 30522)
+    """
+
+    def __init__(self, embedding_layer, *, hidden_act="gelu", initializer_range=0.02, layer_norm_eps=1e-12,
+                 **kwargs):
         super().__init__(**kwargs)
         self.embedding_layer = embedding_layer
         hidden = embedding_layer.output_dim
@@ -49,13 +76,40 @@ class MaskedLMHead(keras.layers.Layer):
 
 @keras.saving.register_keras_serializable(package="bert_keras")
 class BertPretrainer(TaskModel):
-    def __init__(self, encoder, name=None):
+    """BERT pretraining: masked-LM and next-sentence heads on an encoder (google-research run_pretraining.py).
+
+    `fit` on google-research's TFRecords (bert_keras.pretraining) minimises their loss: the weighted mean MLM
+    cross-entropy over real predictions plus NSP cross-entropy (MLM alone when the labels have no
+    "next_sentence_labels"). The heads keep google-research's names (`head_variables`), so
+    `save_google_checkpoint(..., heads=model.head_weights())` writes a checkpoint run_pretraining.py resumes.
+
+    Args:
+        encoder: BertEncoder. The encoder to pretrain (its word table is tied to the MLM output).
+        name: str or None. The Keras model name (keyword-only).
+
+    Inputs and outputs:
+        The id dict ([B, S] int32) plus "masked_lm_positions" [B, P] int32 (0-padded) ->
+        {"mlm_logits": [B, P, V], "nsp_logits": [B, 2]} float32.
+        Targets for `fit`: {"masked_lm_ids" [B, P], "masked_lm_weights" [B, P] (0 at padded slots),
+        "next_sentence_labels" [B] (optional)}.
+
+    Example:
+        >>> model = bert_keras.tasks.BertPretrainer(bert_keras.BertEncoder(bert_keras.preset_config("bert_tiny")))
+        >>> x = {"input_word_ids": np.full((2, 8), 5, "int32"), "input_mask": np.ones((2, 8), "int32"),
+        ...      "input_type_ids": np.zeros((2, 8), "int32"), "masked_lm_positions": np.array([[1, 2]] * 2, "int32")}
+        >>> out = model(x)
+        >>> tuple(out["mlm_logits"].shape), tuple(out["nsp_logits"].shape)
+        ((2, 2, 30522), (2, 2))
+    """
+
+    def __init__(self, encoder, *, name=None):
         inputs = id_inputs()
         inputs["masked_lm_positions"] = keras.Input(shape=(None,), dtype="int32", name="masked_lm_positions")
         outputs = encoder({k: inputs[k] for k in ("input_word_ids", "input_mask", "input_type_ids")})
         config = encoder.config
-        mlm = MaskedLMHead(encoder.embeddings.word_embeddings, config.hidden_act, config.initializer_range,
-                           config.layer_norm_eps, name="mlm_head")
+        mlm = MaskedLMHead(encoder.embeddings.word_embeddings, hidden_act=config.hidden_act,
+                           initializer_range=config.initializer_range, layer_norm_eps=config.layer_norm_eps,
+                           name="mlm_head")
         nsp = dense_head(2, config.initializer_range, "nsp_head")
         super().__init__(inputs, {"mlm_logits": mlm(outputs["sequence_output"], inputs["masked_lm_positions"]),
                                   "nsp_logits": nsp(outputs["pooled_output"])}, encoder, name=name)
@@ -119,7 +173,27 @@ class BertPretrainer(TaskModel):
 
 
 def pretraining_loss(mlm_logits, masked_lm_ids, masked_lm_weights, nsp_logits=None, next_sentence_labels=None):
-    """google-research's loss: weighted mean MLM cross-entropy over real predictions (+ mean NSP cross-entropy)."""
+    """google-research's loss: weighted mean MLM cross-entropy over real predictions (+ mean NSP cross-entropy).
+
+    As run_pretraining.py: padded prediction slots carry weight 0, the sum is divided by the weights' sum
+    (+ 1e-5), and the NSP term, when given, is added. Computed in float32 whatever the logits' dtype.
+
+    Args:
+        mlm_logits: [B, P, V] logits at the masked positions.
+        masked_lm_ids: [B, P] int, the original ids there.
+        masked_lm_weights: [B, P], 1 for a real prediction, 0 for padding.
+        nsp_logits: [B, 2] or None (MLM only).
+        next_sentence_labels: [B] or [B, 1] int, 0 for "B follows A", 1 for a random B.
+
+    Returns:
+        A float32 scalar.
+
+    Example:
+        >>> logits = np.zeros((1, 2, 4), "float32")                # uniform over 4 ids: ln 4 each
+        >>> loss = bert_keras.tasks.pretraining_loss(logits, np.array([[1, 0]]), np.array([[1.0, 0.0]]))
+        >>> round(float(loss), 4)
+        1.3863
+    """
     log_probs = ops.log_softmax(ops.cast(mlm_logits, "float32"), axis=-1)
     nll = -ops.take_along_axis(log_probs, ops.expand_dims(ops.cast(masked_lm_ids, "int32"), -1), axis=-1)[..., 0]
     weights = ops.cast(masked_lm_weights, "float32")

@@ -26,7 +26,42 @@ QUESTIONS_PER_BATCH = 64        # questions windowed at a time in tf.data, befor
 
 @keras.saving.register_keras_serializable(package="bert_keras")
 class BertSpanLabeler(TaskModel):
-    def __init__(self, encoder, preprocessor=None, doc_stride: int = 128, max_query_length: int = 64,
+    """Extractive question answering (SQuAD 1.1 and 2.0): the answer is a span of the context.
+
+    One dense layer scores every token as the answer's start and end, as google-research/bert's run_squad.py;
+    padding gets -10000 so it never wins a softmax. A long context becomes overlapping windows (`doc_stride`)
+    and each token is scored in the window where it has the most context. `answer` and the export's `serve`
+    decode the best span in-graph (run_squad.py's n-best rules, span_decoding.py). Arguments after
+    `preprocessor` are keyword-only (five of them are ints).
+
+    Args:
+        encoder: BertEncoder. The backbone.
+        preprocessor: BertPreprocessor or None. Needed for raw text; its `seq_length` or `max_seq_length` is
+            the window length.
+        doc_stride: int. Tokens between the starts of consecutive windows over a long context.
+        max_query_length: int. Question tokens kept (the rest are cut).
+        n_best_size: int. Start and end candidates considered per window.
+        max_answer_length: int. Longest answer, in tokens.
+        version_2: bool. SQuAD 2.0: answer "" when the null score beats the best span by more than
+            `null_score_diff_threshold`.
+        null_score_diff_threshold: float. See `version_2`.
+        name: str or None. The Keras model name.
+
+    Inputs and outputs:
+        The id dict, each [W, S] int32 (W windows) -> {"start_logits", "end_logits"}: [W, S] float32.
+        Raw text: (questions [B], contexts [B]); targets: (answer_start, answer_end) [B] character offsets into
+        the context ([start, end), -1 for no answer).
+
+    Example:
+        >>> model = bert_keras.tasks.BertSpanLabeler(
+        ...     bert_keras.BertEncoder(bert_keras.preset_config("bert_tiny")),
+        ...     bert_keras.BertPreprocessor("vocab.txt", max_seq_length=32), doc_stride=8, max_query_length=8)
+        >>> answers = model.answer(["Who wrote it?"], ["It was written by Ada Lovelace in 1843."])
+        >>> sorted(answers[0]), answers[0]["text"] in "It was written by Ada Lovelace in 1843."
+        (['end', 'score', 'start', 'text'], True)
+    """
+
+    def __init__(self, encoder, preprocessor=None, *, doc_stride: int = 128, max_query_length: int = 64,
                  n_best_size: int = 20, max_answer_length: int = 30, version_2: bool = False,
                  null_score_diff_threshold: float = 0.0, name=None):
         inputs = id_inputs()
@@ -39,24 +74,31 @@ class BertSpanLabeler(TaskModel):
                          null_score_diff_threshold=null_score_diff_threshold)
 
     def windows(self, questions, contexts, answer_start=None, answer_end=None) -> dict:
+        """[B] questions and contexts (and byte offsets of answers) -> squad_windows' dict: the id dict [W, S],
+        "example_index" [W], token offsets, max-context flags and, with answers, start/end positions [W]."""
         a = self._task_args
-        return squad_windows(self.require_preprocessor(), questions, contexts, a["doc_stride"],
-                             a["max_query_length"], answer_start, answer_end)
+        return squad_windows(self.require_preprocessor(), questions, contexts, doc_stride=a["doc_stride"],
+                             max_query_length=a["max_query_length"], answer_start=answer_start,
+                             answer_end=answer_end)
 
     def preprocess(self, x):
+        """(questions [B], contexts [B]) -> the id dict of their windows, [W, S]."""
         w = self.windows(*x)
         return {k: w[k] for k in INPUT_NAMES}
 
     def prepare_targets(self, x, y):
+        """(questions, contexts), (answer_start, answer_end) characters [B] -> (ids [W, S], token positions [W])."""
         questions, contexts = x
         start, end = (byte_offsets(contexts, v) for v in y)
         w = self.windows(questions, contexts, start, end)
         return {k: w[k] for k in INPUT_NAMES}, {"start_logits": w["start_positions"], "end_logits": w["end_positions"]}
 
     def batch(self, ds, batch_size, drop_remainder):
+        """Questions are windowed QUESTIONS_PER_BATCH at a time; `after_preprocess` re-batches the windows."""
         return ds.batch(QUESTIONS_PER_BATCH)           # windows, not questions, are re-batched below
 
     def after_preprocess(self, ds, batch_size, training, seed, drop_remainder):
+        """Training and evaluation: windows re-batched `batch_size` at a time (shuffled when training)."""
         if not isinstance(ds.element_spec, tuple):    # prediction: each batch of questions' windows, in order
             return ds
         ds = ds.unbatch()
@@ -93,8 +135,20 @@ class BertSpanLabeler(TaskModel):
                 "end_logits": out["end_logits"], "window_example": out["example_index"]}
 
     def answer(self, questions, contexts) -> list[dict]:
-        """For people: [{"text", "start", "end" (characters of the context), "score"}] per question; "text" is
-        "" and start/end -1 when there is no answer (SQuAD 2.0)."""
+        """Answers raw questions about raw contexts, for people: `serve` (the export's decoding) in Python.
+
+        Args:
+            questions: list of str (or a [B] array).
+            contexts: list of str, one per question.
+
+        Returns:
+            One dict per question: {"text", "start", "end" (a [start, end) character span of the context),
+            "score"}; "text" is "" and start/end -1 when there is no answer (SQuAD 2.0).
+
+        Example:
+            >>> model.answer(["Who wrote it?"], ["Ada Lovelace wrote it."])[0]["text"]      # doctest: +SKIP
+            'Ada Lovelace'
+        """
         out = self.serve_numpy(questions, contexts)
         return [{"text": t.decode("utf-8", errors="replace"), "start": int(s), "end": int(e), "score": float(sc)}
                 for t, s, e, sc in zip(out["answer"], out["start"], out["end"], out["score"])]

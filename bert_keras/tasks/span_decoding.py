@@ -21,6 +21,7 @@ import tensorflow as tf
 
 def best_spans(start_logits, end_logits, windows: dict, num_examples, n_best_size: int = 20,
                max_answer_length: int = 30) -> dict:
+    """Each question's best span over its windows' logits (run_squad.py's rules; shapes in the module docstring)."""
     start_logits = tf.cast(start_logits, tf.float32)
     end_logits = tf.cast(end_logits, tf.float32)
     length = tf.shape(start_logits)[1]

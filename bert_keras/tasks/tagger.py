@@ -52,7 +52,44 @@ def tag_inputs(preprocessor, words, word_labels=None):
 
 @keras.saving.register_keras_serializable(package="bert_keras")
 class BertTagger(TaskModel):
-    def __init__(self, encoder, num_labels: int | None = None, dropout: float = 0.1, label_names=None,
+    """Token tagging (named entities, CoNLL-2003): one label per word, read from its first WordPiece.
+
+    Dropout and one dense layer on every token's vector. Words' labels go on their first piece; the other
+    pieces are ignored in the loss and evaluation (the BERT paper's recipe). A word that yields no piece, or lies
+    past the sequence length, is predicted "O". `entities` and the export's `serve` read IOB2 labels as
+    character spans of the sentence, in-graph. Arguments after `num_labels` are keyword-only.
+
+    Args:
+        encoder: BertEncoder. The backbone.
+        num_labels: int or None. K, the number of labels; None takes it from `label_names` (default: the 9
+            CoNLL-2003 IOB2 labels).
+        dropout: float. Dropout rate on the token vectors before the head.
+        label_names: list of K str, or None. IOB2 names ("O", "B-PER", "I-PER", ...), in logit order.
+        preprocessor: BertPreprocessor or None. Needed for raw text.
+        name: str or None. The Keras model name.
+
+    Inputs and outputs:
+        The id dict, each [B, S] int32 -> logits [B, S, K] float32.
+        Raw text: words [B, (words)] (lists or a RaggedTensor) with one label id or name per word as targets;
+        or sentences [B] to predict.
+
+    Raises:
+        ValueError: `label_names` does not have `num_labels` entries.
+
+    Example:
+        >>> model = bert_keras.tasks.BertTagger(
+        ...     bert_keras.BertEncoder(bert_keras.preset_config("bert_tiny")),
+        ...     preprocessor=bert_keras.BertPreprocessor("vocab.txt", lower_case=True))
+        >>> model.label_names[:3]
+        ['O', 'B-PER', 'I-PER']
+        >>> labels = model.tag_words([["Ada", "Lovelace", "wrote", "it"]])
+        >>> len(labels[0]), all(label in model.label_names for label in labels[0])
+        (4, True)
+        >>> type(model.entities(["Ada Lovelace wrote it."])[0])
+        <class 'list'>
+    """
+
+    def __init__(self, encoder, num_labels: int | None = None, *, dropout: float = 0.1, label_names=None,
                  preprocessor=None, name=None):
         label_names = list(label_names or (CONLL2003_LABELS if num_labels in (None, len(CONLL2003_LABELS))
                                            else [str(i) for i in range(num_labels)]))
@@ -67,9 +104,11 @@ class BertTagger(TaskModel):
 
     @property
     def label_names(self) -> list[str]:
+        """The IOB2 label of each logit, in order."""
         return self._task_args["label_names"]
 
     def slices(self, x, y=None):
+        """Lists of words (and of labels, ids or names) -> ragged tensors for from_tensor_slices."""
         x = tf.ragged.constant(x, tf.string) if isinstance(x, list) and x and isinstance(x[0], (list, tuple)) else x
         if isinstance(y, list):
             y = tf.ragged.constant([[self.label_names.index(t) if isinstance(t, str) else t for t in row]
@@ -77,19 +116,34 @@ class BertTagger(TaskModel):
         return x if y is None else (x, y)
 
     def batch(self, ds, batch_size, drop_remainder):
+        """Sentences of different word counts batch as ragged tensors."""
         return ds.ragged_batch(batch_size, drop_remainder=drop_remainder)
 
     def preprocess(self, x):
+        """Words [B, (words)] (RaggedTensor) or sentences [B] -> the id dict [B, S]."""
         if isinstance(x, tf.RaggedTensor):                              # words
             return tag_inputs(self.require_preprocessor(), x)[0]
         return self.require_preprocessor()(x)                           # sentences
 
     def prepare_targets(self, x, y):
+        """Words [B, (words)] and word labels -> (ids, piece labels [B, S] with IGNORE off first pieces)."""
         ids, labels, _ = tag_inputs(self.require_preprocessor(), x, y)
         return ids, labels
 
     def tag_words(self, words, batch_size: int = 64) -> list[list[str]]:
-        """words: lists of words -> one label per word (the label of its first piece; "O" if it has none)."""
+        """Labels pre-split words, for people: one label per word, the label of its first piece.
+
+        Args:
+            words: list of lists of str. Each sentence as its words (CoNLL's tokenisation).
+            batch_size: int. Sentences per model call.
+
+        Returns:
+            list of lists of str: one label per word; "O" for a word with no piece or past the sequence length.
+
+        Example:
+            >>> model.tag_words([["Ada", "Lovelace", "wrote", "it"]])       # doctest: +SKIP
+            [['B-PER', 'I-PER', 'O', 'O']]
+        """
         predictions = []
         for i in range(0, len(words), batch_size):
             chunk = tf.ragged.constant([list(w) for w in words[i:i + batch_size]], tf.string)
@@ -118,7 +172,18 @@ class BertTagger(TaskModel):
         return {**out, **entity_spans(text, ids, starts, ends, labels, pre)}
 
     def entities(self, texts) -> list[list[tuple[int, int, str, str]]]:
-        """For people: per text, its entities as (start, end, type, text), [start, end) in characters."""
+        """Finds the entities in raw sentences, for people: `serve` (the export's decoding) in Python.
+
+        Args:
+            texts: list of str (or a [B] array). Untokenised sentences.
+
+        Returns:
+            Per text, its entities in order as (start, end, type, text) tuples, [start, end) in characters.
+
+        Example:
+            >>> model.entities(["Ada Lovelace wrote it."])          # doctest: +SKIP
+            [[(0, 12, 'PER', 'Ada Lovelace')]]
+        """
         out = self.serve_numpy(texts)
         return [[(int(s), int(e), t.decode(), x.decode()) for s, e, t, x in zip(*row) if s >= 0]
                 for row in zip(out["entity_start"], out["entity_end"], out["entity_type"], out["entity_text"])]

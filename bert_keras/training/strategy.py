@@ -32,6 +32,29 @@ def find_tpu(tpu: str | None = None):
 
 
 def create_strategy(name: str = "auto", tpu: str | None = None) -> tf.distribute.Strategy:
+    """The tf.distribute strategy a `--strategy` value names (see the module docstring for "auto").
+
+    Build the model, optimizer and metrics under `strategy.scope()`; a signalled TPU that cannot be used is an
+    error naming the fix, never a silent CPU run.
+
+    Args:
+        name: str. "auto", "tpu", "mirrored", "multi_worker" or "cpu".
+        tpu: str or None. A Cloud TPU name or grpc:// address ("local" for a TPU VM's own).
+
+    Returns:
+        A tf.distribute.Strategy (TF's default strategy for "auto" on one CPU or GPU).
+
+    Raises:
+        ValueError: an unknown `name`.
+        RuntimeError: "tpu" with no TPU signalled, "multi_worker" without TF_CONFIG, or an unreachable TPU.
+
+    Example:
+        >>> strategy = bert_keras.training.create_strategy("cpu")
+        >>> with strategy.scope():
+        ...     encoder = bert_keras.BertEncoder(bert_keras.preset_config("bert_tiny"))
+        >>> strategy.num_replicas_in_sync
+        1
+    """
     if name not in STRATEGIES:
         raise ValueError(f"--strategy must be one of {', '.join(STRATEGIES)}, got {name!r}")
     if name == "auto":

@@ -10,10 +10,32 @@ from bert_keras.zoo.fetch import ZooError, cache_dir, get
 
 
 def from_preset(name: str, progress: bool = True, lower_case: bool | None = None, **preprocessor_kwargs):
-    """(encoder, preprocessor) for a catalogue name, a local archive or a checkpoint folder.
+    """(encoder, preprocessor) for a released checkpoint by name, a local archive or a checkpoint folder.
 
-    The preprocessor is built from the checkpoint's own vocab.txt with the casing the checkpoint was trained
-    with, so ids always match the weights. `preprocessor_kwargs` go to BertPreprocessor (e.g. seq_length).
+    A catalogue name (`bert-keras zoo list`: google-research's releases) is downloaded once, its SHA-256 and
+    weights verified, converted to a `.keras` file and cached (in $BERT_KERAS_HOME, else
+    ~/.cache/bert_keras); later calls read the cache. The preprocessor is built from the checkpoint's own
+    vocab.txt with the casing the checkpoint was trained with, so ids always match the weights.
+
+    Args:
+        name: str. A catalogue name, a downloaded `.zip`/`.tar.gz` archive, or an unpacked checkpoint folder.
+        progress: bool. Print download progress.
+        lower_case: bool or None. None uses the checkpoint's casing.
+        **preprocessor_kwargs: passed to BertPreprocessor (seq_length, max_seq_length, truncation).
+
+    Returns:
+        (BertEncoder, BertPreprocessor).
+
+    Raises:
+        ZooError: an unknown name, a failed download or a checksum mismatch (the message says what to do).
+
+    Example:
+        >>> encoder, preprocessor = bert_keras.from_preset("bert_base_uncased")   # doctest: +SKIP
+        >>> encoder = bert_keras.BertEncoder(bert_keras.preset_config("bert_tiny"))
+        >>> _ = bert_keras.save_google_checkpoint(encoder, "my_checkpoint", vocab_file="vocab.txt")
+        >>> encoder, preprocessor = bert_keras.from_preset("my_checkpoint", seq_length=32)
+        >>> encoder.config.num_hidden_layers, preprocessor.lower_case, preprocessor.seq_length
+        (2, True, 32)
     """
     import keras
 

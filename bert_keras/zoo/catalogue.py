@@ -13,6 +13,8 @@ _CATALOGUE = os.path.join(os.path.dirname(__file__), "catalogue.json")
 
 @dataclasses.dataclass(frozen=True)
 class CatalogueEntry:
+    """One released checkpoint of catalogue.json: where to download it, its checksum, its sizes and casing."""
+
     name: str
     url: str
     archive: str           # the archive's file name
@@ -30,6 +32,7 @@ class CatalogueEntry:
     note: str = ""
 
     def config(self) -> BertConfig:
+        """The BertConfig its bert_config.json must hold (checked after download)."""
         return BertConfig(vocab_size=self.vocab_size, hidden_size=self.hidden, num_hidden_layers=self.layers,
                           num_attention_heads=self.heads, intermediate_size=self.intermediate)
 

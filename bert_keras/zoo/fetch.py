@@ -32,6 +32,7 @@ class ZooError(Exception):
 
 
 def cache_dir() -> str:
+    """Where downloads and converted models go: $BERT_KERAS_HOME, else $XDG_CACHE_HOME/bert_keras or ~/.cache."""
     home = os.environ.get("BERT_KERAS_HOME")
     if home:
         return home
@@ -92,6 +93,7 @@ def download(url: str, dest: str, progress: bool = True, timeout: float = 60.0) 
 
 
 def sha256_of(path: str) -> str:
+    """The SHA-256 hex digest of a file, read 1 MB at a time."""
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):

@@ -46,7 +46,8 @@ def test_windows_match_google_research(minilm_vocab, hf_tokenizer, shared_data, 
     pre = BertPreprocessor(minilm_vocab, seq_length=seq_length, max_seq_length=seq_length)
     spans = np.array([byte_offsets(e.context, [answer_chars(e)])[0] for e in examples])
     out = squad_windows(pre, tf.constant([e.question for e in examples]), tf.constant([e.context for e in examples]),
-                        doc_stride, max_query, spans[:, 0], spans[:, 1])
+                        doc_stride=doc_stride, max_query_length=max_query, answer_start=spans[:, 0],
+                        answer_end=spans[:, 1])
     out = {k: v.numpy() for k, v in out.items()}
     w = 0
     multi = 0
