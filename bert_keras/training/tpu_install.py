@@ -11,7 +11,8 @@ differs from the RECORD is not hashed.
 The module needs only the standard library and never imports TensorFlow (a half-overwritten `tensorflow/` may not
 import), so the notebook runs it as a script right after pip:
 
-    python .../bert_keras/training/tpu_install.py      # or: python -m bert_keras.training.tpu_install
+    python .../bert_keras/training/tpu_install.py      # python -m bert_keras.training.tpu_install imports
+                                                       # bert_keras, and so TensorFlow, first
 
 It prints the build on disk and exits 1, with the fix, when tensorflow-tpu is installed but its files are not
 the ones on disk.
