@@ -43,8 +43,8 @@ def sha256(path):
 
 def not_on_disk(site, files):
     """The files of a RECORD whose bytes on disk are not the recorded ones."""
-    return sorted(path for path, (hash_, size) in files.items()
-                  if not (site / path).is_file() or (site / path).stat().st_size != size or sha256(site / path) != hash_)
+    return sorted(path for path, (hash_, size) in files.items() if not (site / path).is_file()
+                  or (site / path).stat().st_size != size or sha256(site / path) != hash_)
 
 
 def test_the_notebook_install_leaves_tpu_tensorflow_and_the_check_catches_the_cpu_build(tmp_path):

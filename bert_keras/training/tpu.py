@@ -7,8 +7,8 @@ the `tensorflow-tpu` wheel (it brings `libtpu`). Its signs, any of which counts:
   `libtpu` importable.
 A sign that cannot be acted on is an error that names the TPU type and the fix, never a silent CPU run:
 no tensorflow-tpu -> the install command; tensorflow-tpu installed but the CPU `tensorflow` wheel's files on disk
-(both write tensorflow/: tpu_install.py reads their RECORDs) -> the force-reinstall command; the TPU held by another process -> restart the runtime; any other
-initialisation error -> the error itself. $TPU_NAME names a Cloud TPU (a pod slice too); Colab's retired TPU-Node
+(both write tensorflow/: tpu_install.py reads their RECORDs) -> the force-reinstall command; the TPU held by another
+process -> restart the runtime; any other initialisation error -> the error itself. $TPU_NAME names a Cloud TPU (a pod slice too); Colab's retired TPU-Node
 runtime set $COLAB_TPU_ADDR (a grpc address), which is still honoured.
 """
 
