@@ -7,6 +7,38 @@ import nbformat
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
+# The install cell: tests/test_tpu_wheels.py runs this source in a new virtual environment (a faked Kaggle TPU VM).
+INSTALL_CELL = """import glob, importlib.metadata, os, subprocess, sys
+BERT_KERAS_SOURCE = os.environ.get("BERT_KERAS_SOURCE", "")   # a wheel path or git+https://... URL; empty: the
+                                                              # newest uploaded wheel
+on_hosted_notebook = "google.colab" in sys.modules or "KAGGLE_KERNEL_RUN_TYPE" in os.environ
+
+
+def run(*command):
+    result = subprocess.run([sys.executable, *command], capture_output=True, text=True)
+    print(result.stdout[-3000:], result.stderr[-3000:])
+    if result.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} failed (exit {result.returncode}); its output is above")
+
+
+if on_hosted_notebook:
+    wheels = sorted(glob.glob("/content/bert_keras-*.whl") + glob.glob("/kaggle/input/**/bert_keras-*.whl",
+                                                                       recursive=True))
+    source = BERT_KERAS_SOURCE or (wheels[-1] if wheels else None)
+    if source is None:
+        raise FileNotFoundError("No bert_keras wheel found in /content or /kaggle/input: upload "
+                                "dist/bert_keras-*.whl (make wheel) or set BERT_KERAS_SOURCE")
+    tpu_vm = os.environ.get("TPU_ACCELERATOR_TYPE") or glob.glob("/dev/accel*") + glob.glob("/dev/vfio/[0-9]*")
+    extra = "[tpu]" if tpu_vm else ""
+    requirement = f"bert_keras{extra} @ {source}" if source.startswith("git+") else f"{source}{extra}"
+    run("-m", "pip", "install", "-q", requirement)
+    if tpu_vm:
+        # Last: the TPU build's tensorflow/ files over the CPU wheel's, then the check of which build is on disk
+        # (run as a file: it must not import TensorFlow).
+        run("-m", "pip", "install", "-q", "--force-reinstall", "--no-deps",
+            f"tensorflow-tpu=={importlib.metadata.version('tensorflow-tpu')}")
+        run(str(importlib.metadata.distribution("bert-keras").locate_file("bert_keras/training/tpu_install.py")))"""
+
 CELLS = [
 ("md", """# Fine-tune BERT on a Colab TPU with bert_keras
 
@@ -19,27 +51,13 @@ about a minute (the bert_keras test suite runs it that way)."""),
 ("md", """## 0. Install bert_keras
 bert_keras is not on PyPI. Build the wheel once (`make wheel` in a checkout: `dist/bert_keras-*.whl`) and upload
 it: on Colab to the session's files (it lands in `/content`), on Kaggle as a dataset (`/kaggle/input/...`); or
-set `BERT_KERAS_SOURCE` to the repository URL (`git+https://...`). The `tpu` extra brings `tensorflow-tpu`
-(with libtpu), which a TPU VM needs; after the install, restart the runtime once if TensorFlow was already
-imported. A failed install stops here with pip's output."""),
-("code", """import glob, os, subprocess, sys
-BERT_KERAS_SOURCE = ""      # a wheel path or git+https://... URL; empty: the newest uploaded wheel
-on_hosted_tpu = "google.colab" in sys.modules or "KAGGLE_KERNEL_RUN_TYPE" in os.environ
-if on_hosted_tpu:
-    wheels = sorted(glob.glob("/content/bert_keras-*.whl") + glob.glob("/kaggle/input/**/bert_keras-*.whl",
-                                                                       recursive=True))
-    source = BERT_KERAS_SOURCE or (wheels[-1] if wheels else None)
-    if source is None:
-        raise FileNotFoundError("No bert_keras wheel found in /content or /kaggle/input: upload "
-                                "dist/bert_keras-*.whl (make wheel) or set BERT_KERAS_SOURCE")
-    tpu_vm = os.environ.get("TPU_ACCELERATOR_TYPE") or glob.glob("/dev/accel*") + glob.glob("/dev/vfio/[0-9]*")
-    extra = "[tpu]" if tpu_vm else ""
-    requirement = f"bert_keras{extra} @ {source}" if source.startswith("git+") else f"{source}{extra}"
-    result = subprocess.run([sys.executable, "-m", "pip", "install", "-q", requirement], capture_output=True,
-                            text=True)
-    print(result.stdout[-3000:], result.stderr[-3000:])
-    if result.returncode != 0:
-        raise RuntimeError(f"pip install of {source} failed (exit {result.returncode}); its output is above")"""),
+set `BERT_KERAS_SOURCE` to the repository URL (`git+https://...`). On a TPU VM the cell installs the wheel with
+the `tpu` extra (`tensorflow-tpu`, with libtpu), then reinstalls `tensorflow-tpu` alone as the last step:
+tensorflow-text brings the CPU `tensorflow` wheel, both wheels write the same `tensorflow/` files, and the one
+unpacked last wins. It then checks the files on disk against `tensorflow-tpu`'s RECORD and prints which build is
+there. After the install, restart the runtime once if TensorFlow was already imported. A failed install or check
+stops here with pip's output or the fix."""),
+("code", INSTALL_CELL),
 ("md", """## 1. Connect to the TPU
 `create_strategy("auto")` finds the TPU of a TPU VM (Colab and Kaggle TPUs today: `$TPU_ACCELERATOR_TYPE`,
 `/dev/accel*`, `/dev/vfio/*`, libtpu) with `TPUClusterResolver(tpu="local")` (or a Cloud TPU named by

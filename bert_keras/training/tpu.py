@@ -6,8 +6,9 @@ the `tensorflow-tpu` wheel (it brings `libtpu`). Its signs, any of which counts:
   /dev/accel* (TPU v2-v4 chips) or /dev/vfio/<n> (v5e and later);
   `libtpu` importable.
 A sign that cannot be acted on is an error that names the TPU type and the fix, never a silent CPU run:
-no tensorflow-tpu -> the install command; the TPU held by another process -> restart the runtime; any other
-initialisation error -> the error itself. $TPU_NAME names a Cloud TPU (a pod slice too); Colab's retired TPU-Node
+no tensorflow-tpu -> the install command; tensorflow-tpu installed but the CPU `tensorflow` wheel's files on disk
+(both write tensorflow/: tpu_install.py reads their RECORDs) -> the force-reinstall command; the TPU held by another
+process -> restart the runtime; any other initialisation error -> the error itself. $TPU_NAME names a Cloud TPU (a pod slice too); Colab's retired TPU-Node
 runtime set $COLAB_TPU_ADDR (a grpc address), which is still honoured.
 """
 
@@ -22,7 +23,10 @@ import urllib.parse
 
 import tensorflow as tf
 
+from bert_keras.training import tpu_install
+
 DEV = "/dev"                         # where the TPU device files are (tests point it elsewhere)
+WHEELS_PATH = None                   # where installed wheels are looked up (None: sys.path; tests point it elsewhere)
 INSTALL = f"pip install tensorflow-tpu=={tf.__version__}"
 
 
@@ -42,6 +46,10 @@ def libtpu_installed() -> bool:
     return importlib.util.find_spec("libtpu") is not None
 
 
+def tensorflow_tpu_installed() -> bool:
+    return tpu_install.find_wheel(tpu_install.TPU_WHEEL, WHEELS_PATH) is not None
+
+
 def _accelerator() -> str:
     return os.environ.get("TPU_ACCELERATOR_TYPE", "TPU (type unknown: $TPU_ACCELERATOR_TYPE is not set)")
 
@@ -55,11 +63,15 @@ def _connect(resolver):
 def tpu_vm_strategy(signs: list[str]) -> tf.distribute.TPUStrategy:
     """TPUStrategy on this TPU VM's own TPU, or a RuntimeError that says why not and what to do."""
     accelerator, seen = _accelerator(), "; ".join(signs)
-    if not libtpu_installed():
+    if not (libtpu_installed() and tensorflow_tpu_installed()):
         raise RuntimeError(
             f"This machine is a TPU VM ({accelerator}; seen: {seen}) but this TensorFlow cannot use the TPU: the "
             f"`tensorflow-tpu` wheel (with libtpu) is not installed. Install it with `{INSTALL}` (in a notebook: "
             "%pip install ..., then restart the runtime), or train on the CPU with --strategy cpu.")
+    overwritten = tpu_install.overwritten_tpu_build(WHEELS_PATH)
+    if overwritten:
+        raise RuntimeError(f"This machine is a TPU VM ({accelerator}; seen: {seen}) but this TensorFlow cannot use "
+                           f"the TPU: {overwritten}.")
     try:
         return _connect(tf.distribute.cluster_resolver.TPUClusterResolver(tpu="local"))
     except (ValueError, RuntimeError, tf.errors.OpError) as e:

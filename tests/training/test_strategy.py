@@ -87,19 +87,59 @@ def test_vfio_container_device_alone_is_no_sign(no_tpu_signs):
     assert create_strategy("auto").num_replicas_in_sync == 1
 
 
-def test_a_tpu_that_does_not_initialise_names_the_error_and_the_fix(no_tpu_signs, monkeypatch):
-    """libtpu present (faked) but no TPU behind it: TensorFlow's own initialisation error, with the fix."""
+@pytest.fixture
+def tpu_wheels_on_disk(no_tpu_signs, monkeypatch, tmp_path_factory):
+    """libtpu importable and tensorflow-tpu installed with its files on disk (faked: a site-packages of fake wheels,
+    tests/training/test_tpu_install.py), as the notebook's install sequence leaves a TPU VM."""
+    import bert_keras.training.tpu as tpu
+    from test_tpu_install import TPU_FILES, fake_wheel, unpack
+    site = tmp_path_factory.mktemp("site-packages")
+    fake_wheel(site, "tensorflow_tpu-2.20.0.dist-info", TPU_FILES)
+    unpack(site, TPU_FILES)
+    monkeypatch.setattr(tpu, "libtpu_installed", lambda: True)
+    monkeypatch.setattr(tpu, "WHEELS_PATH", [str(site)])
+    return site
+
+
+def test_a_tpu_vm_with_the_cpu_build_over_tensorflow_tpu_says_force_reinstall(tpu_wheels_on_disk, monkeypatch):
+    """Both wheels installed, the CPU one unpacked last: stop before connecting, with what was found and the fix."""
+    from test_tpu_install import CPU_FILES, fake_wheel, unpack
+    fake_wheel(tpu_wheels_on_disk, "tensorflow-2.20.0.dist-info", CPU_FILES)
+    unpack(tpu_wheels_on_disk, CPU_FILES)
+    monkeypatch.setenv("TPU_ACCELERATOR_TYPE", "v2-8")
+    for name in ("auto", "tpu"):
+        with pytest.raises(RuntimeError) as e:
+            create_strategy(name)
+        message = str(e.value)
+        assert message.startswith("This machine is a TPU VM (v2-8; seen: $TPU_ACCELERATOR_TYPE=v2-8; libtpu is "
+                                  "installed) but this TensorFlow cannot use the TPU: tensorflow-tpu 2.20.0 is "
+                                  "installed, but the TensorFlow files on disk are not its: ")
+        assert "they are tensorflow 2.20.0 (the CPU build)" in message
+        assert message.endswith("Fix: `pip install --force-reinstall --no-deps tensorflow-tpu==2.20.0` (in a "
+                                "notebook: %pip install ...), then restart the runtime.")
+
+
+def test_libtpu_without_tensorflow_tpu_is_the_install_message(no_tpu_signs, monkeypatch):
+    """libtpu alone (e.g. from JAX) does not make this TensorFlow a TPU build: the install command, as without it."""
     import bert_keras.training.tpu as tpu
     monkeypatch.setattr(tpu, "libtpu_installed", lambda: True)
+    monkeypatch.setattr(tpu, "WHEELS_PATH", [str(no_tpu_signs)])       # no tensorflow-tpu there
+    monkeypatch.setenv("TPU_ACCELERATOR_TYPE", "v2-8")
+    with pytest.raises(RuntimeError, match=r"v2-8.*libtpu is installed\) but this TensorFlow cannot use the TPU: "
+                                           r"the `tensorflow-tpu` wheel \(with libtpu\) is not installed"):
+        create_strategy("auto")
+
+
+def test_a_tpu_that_does_not_initialise_names_the_error_and_the_fix(tpu_wheels_on_disk, monkeypatch):
+    """The TPU build on disk (faked) but no TPU behind it: TensorFlow's own initialisation error, with the fix."""
     monkeypatch.setenv("TPU_ACCELERATOR_TYPE", "v2-8")
     with pytest.raises(RuntimeError, match=r"TPU VM \(v2-8; seen: .*libtpu is installed\) did not initialise: "
                                            r".*TPUs not found.*Fix: check that tensorflow-tpu"):
         create_strategy("auto")
 
 
-def test_a_busy_tpu_says_restart_the_runtime(no_tpu_signs, monkeypatch):
+def test_a_busy_tpu_says_restart_the_runtime(tpu_wheels_on_disk, monkeypatch):
     import bert_keras.training.tpu as tpu
-    monkeypatch.setattr(tpu, "libtpu_installed", lambda: True)
 
     def busy(resolver):
         raise RuntimeError("TPU initialization failed: open(/dev/accel0): Device or resource busy: "

@@ -1,0 +1,99 @@
+"""The TPU install ends with TPU TensorFlow (issue 32), checked without a TPU: the wheel built from this checkout is
+installed by the notebook's own install cell (tools/make_notebook.py's INSTALL_CELL, run as a faked Kaggle TPU VM)
+into a new virtual environment, from a folder outside the source tree. `tensorflow-text` brings the CPU `tensorflow`
+wheel and the `tpu` extra `tensorflow-tpu`; both write tensorflow/. The files on disk are compared here with the
+RECORD pip wrote for each wheel (read with csv and hashlib, not with the code under test). Then the CPU wheel goes
+back over it, as a later install can do, and the TPU path must stop with the fix; the fix must then work.
+The check runs as a file, as the notebook runs it: importing the TPU build here aborts (PyPI's libtpu 0.0.52 lacks
+TensorFlow's TPU symbols: "ConfigureDistributedTpuOp_DoWork not available in this library"), so
+`python -m bert_keras.training.tpu_install`, which imports bert_keras and so TensorFlow, cannot be used for it.
+Slow: the TF stack, tensorflow-tpu (263 MB) and libtpu (137 MB) come from PyPI or pip's cache."""
+
+import base64
+import csv
+import hashlib
+import os
+import runpy
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO
+
+pytestmark = pytest.mark.slow
+
+FIX = "Fix: `pip install --force-reinstall --no-deps tensorflow-tpu==2.20.0` (in a notebook: %pip install ...), " \
+      "then restart the runtime."
+
+
+def record(dist_info):
+    """{path: (sha256 as RECORD writes it, size)} for the tensorflow/ files of a RECORD pip wrote."""
+    with open(dist_info / "RECORD", newline="") as f:
+        return {row[0]: (row[1], int(row[2])) for row in csv.reader(f) if row[0].startswith("tensorflow/") and row[1]}
+
+
+def sha256(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(8 << 20):
+            digest.update(chunk)
+    return "sha256=" + base64.urlsafe_b64encode(digest.digest()).decode().rstrip("=")
+
+
+def not_on_disk(site, files):
+    """The files of a RECORD whose bytes on disk are not the recorded ones."""
+    return sorted(path for path, (hash_, size) in files.items() if not (site / path).is_file()
+                  or (site / path).stat().st_size != size or sha256(site / path) != hash_)
+
+
+def test_the_notebook_install_leaves_tpu_tensorflow_and_the_check_catches_the_cpu_build(tmp_path):
+    dist, venv, work = tmp_path / "dist", tmp_path / "venv", tmp_path / "work"
+    work.mkdir()
+    build = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dist), str(REPO)],
+                           capture_output=True, text=True, cwd=tmp_path)
+    assert build.returncode == 0, build.stderr[-3000:]
+    wheel = next(dist.glob("bert_keras-*.whl"))
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    python = str(venv / "bin" / "python")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env.update(TF_CPP_MIN_LOG_LEVEL="3", BERT_KERAS_SOURCE=str(wheel), KAGGLE_KERNEL_RUN_TYPE="Interactive",
+               TPU_ACCELERATOR_TYPE="v2-8")          # a Kaggle TPU VM, as far as the install cell can tell
+
+    def run(*args, ok=True):
+        result = subprocess.run([*args], capture_output=True, text=True, cwd=work, env=env, timeout=3600)
+        assert (result.returncode == 0) == ok, result.stdout[-3000:] + result.stderr[-3000:]
+        return result
+
+    # 1. The notebook's install cell, as the notebook runs it.
+    cell = runpy.run_path(str(REPO / "tools" / "make_notebook.py"))["INSTALL_CELL"]
+    installed = run(python, "-c", cell)
+    assert "TensorFlow on disk: tensorflow-tpu 2.20.0 (the TPU build)" in installed.stdout
+    site = venv / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
+    check = [python, str(site / "bert_keras" / "training" / "tpu_install.py")]          # the notebook's way
+    tpu, cpu = record(site / "tensorflow_tpu-2.20.0.dist-info"), record(site / "tensorflow-2.20.0.dist-info")
+    assert not_on_disk(site, tpu) == [], "tensorflow/ on disk is not tensorflow-tpu's"
+    # Both wheels are installed, and their libraries differ (so the comparison above can fail).
+    lib = "tensorflow/libtensorflow_cc.so.2"
+    assert tpu[lib] != cpu[lib]
+
+    # 2. A later install puts the CPU build's files back.
+    run(python, "-m", "pip", "install", "-q", "--force-reinstall", "--no-deps", "tensorflow==2.20.0")
+    assert lib in not_on_disk(site, tpu) and not_on_disk(site, {lib: cpu[lib]}) == []
+    # The TPU path (TPU signs: $TPU_ACCELERATOR_TYPE, and libtpu is really installed) stops before connecting.
+    stopped = run(python, "-c", "from bert_keras.training import create_strategy; create_strategy('auto')", ok=False)
+    message = stopped.stderr.strip().splitlines()[-1]
+    assert message.startswith("RuntimeError: This machine is a TPU VM (v2-8; seen: $TPU_ACCELERATOR_TYPE=v2-8; "
+                              "libtpu is installed) but this TensorFlow cannot use the TPU: tensorflow-tpu 2.20.0 is "
+                              "installed, but the TensorFlow files on disk are not its: ")
+    assert "they are tensorflow 2.20.0 (the CPU build)" in message and message.endswith(FIX), message
+    print(message)
+    script = run(*check, ok=False)
+    assert script.stdout.startswith("TensorFlow on disk: tensorflow 2.20.0 (the CPU build)")
+    assert script.stderr.strip().endswith(FIX)
+
+    # 3. The fix, as the message gives it.
+    run(python, "-m", "pip", "install", "-q", "--force-reinstall", "--no-deps", "tensorflow-tpu==2.20.0")
+    assert not_on_disk(site, tpu) == []
+    assert run(*check).stdout.startswith(
+        "TensorFlow on disk: tensorflow-tpu 2.20.0 (the TPU build)")
