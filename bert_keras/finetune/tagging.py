@@ -15,6 +15,7 @@ from bert_keras.tasks.tagger import IGNORE
 class TaggingTask(Task):
     metric_name = "f1"
     default_files = ("train.txt", "valid.txt")
+    uses_pooler = False
 
     def __init__(self, name: str, labels=CONLL2003_LABELS):
         self.name, self.labels = name, list(labels)
