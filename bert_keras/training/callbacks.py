@@ -69,6 +69,23 @@ class EpochTimer(keras.callbacks.Callback):
             self._start = None
 
 
+class TensorBoard(keras.callbacks.TensorBoard):
+    """keras.callbacks.TensorBoard that records every epoch's logs. Keras' own leaves its batch-level
+    `record_if(step % update_freq == 0)` in force when the epoch ends, so with an integer `update_freq` an epoch
+    whose last step is not a multiple of it records nothing (tensorflow/tensorflow#49109, open).
+
+    Example:
+        >>> board = TensorBoard("run/logs", update_freq=10)
+        >>> board.update_freq
+        10
+    """
+
+    def on_epoch_end(self, epoch, logs=None):
+        import tensorflow as tf
+        with tf.summary.record_if(True):
+            super().on_epoch_end(epoch, logs)
+
+
 class LearningRateLog(keras.callbacks.Callback):
     """The optimizer's learning rate every `every` steps, as the TensorBoard scalar `batch_learning_rate` in
     `logdir` (beside Keras' `batch_loss`), at the optimizer's step count. The step's logs are left as they are

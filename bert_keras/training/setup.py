@@ -15,7 +15,7 @@ import os
 import keras
 import tensorflow as tf
 
-from bert_keras.training.callbacks import LearningRateLog, TrainingCurves
+from bert_keras.training.callbacks import LearningRateLog, TensorBoard, TrainingCurves
 from bert_keras.training.optimizer import create_optimizer
 from bert_keras.training.strategy import create_strategy
 
@@ -78,7 +78,7 @@ def log_callbacks(out: str, metric: str | None, log_every: int = 10) -> list:
     if log_every < 1:
         raise ValueError(f"--log-every {log_every}: give a number of steps, 1 or more")
     return [LearningRateLog(os.path.join(out, "logs", "train"), log_every),
-            keras.callbacks.TensorBoard(os.path.join(out, "logs"), update_freq=log_every),
+            TensorBoard(os.path.join(out, "logs"), update_freq=log_every),
             TrainingCurves(os.path.join(out, "training_curves.png"), metric)]
 
 
