@@ -171,8 +171,11 @@ def finetune(config: FinetuneConfig, callbacks: list | None = None) -> dict:
         evaluator = EpochEvaluation(task, evaluation, config.eval_batch_size, out)
         own.append(evaluator)                         # before the logs, so they see its metric
     own += log_callbacks(out, task.metric_name if evaluation else None, config.log_every)
+    # When the batches divide the data evenly, drop_remainder drops nothing and tells the graph the batch size
+    # (a static batch dimension: the same kernels, so the same float results, as before partial batches were kept).
+    whole = drop or sequences % config.batch_size == 0
     train_input = distributed_input(strategy, lambda shard, shards, batch_size: training_input(
-        task, train, model, config, shard, shards, batch_size, drop), config.batch_size)
+        task, train, model, config, shard, shards, batch_size, whole), config.batch_size)
     started = time.perf_counter()
     history = fit(model, train_input, config, epochs=max(1, int(-(-config.epochs // 1))),
                   steps_per_epoch=min(per_epoch, total_steps), callbacks=own + list(callbacks or []))

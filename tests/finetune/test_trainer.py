@@ -7,7 +7,6 @@ import json
 import numpy as np
 import pytest
 
-from bert_keras.finetune import FinetuneConfig
 from bert_keras.finetune.registry import get_task
 from bert_keras.finetune.trainer import steps_per_epoch
 from bert_keras.loading import load_backbone
