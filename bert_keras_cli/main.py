@@ -126,13 +126,25 @@ def cmd_zoo_get(args) -> None:
     print(f"{args.name}: {os.path.join(folder, 'model.keras')} (vocab: {os.path.join(folder, 'vocab.txt')})")
 
 
-def cmd_finetune(args) -> None:
-    from bert_keras.data import DataFormatError
-    from bert_keras.finetune import FinetuneConfig, finetune
+def finetune_config(args):
+    """The FinetuneConfig of the command line; with --from-record, the recorded run's (--out and --quiet from
+    this command)."""
+    from bert_keras.finetune import FinetuneConfig
+    if args.from_record:
+        from bert_keras.training.record import config_from_record
+        try:
+            config = config_from_record(args.from_record, FinetuneConfig, out=args.out, progress=not args.quiet)
+        except (OSError, ValueError, TypeError) as e:
+            raise CommandError(f"--from-record {args.from_record}: {e}") from None
+        print(f"repeating the run recorded in {args.from_record} (its settings, seed {config.seed}; other flags "
+              f"than --out and --quiet are not read)", flush=True)
+        return config
+    if not args.task:
+        raise CommandError("--task is required (or --from-record a run's metrics.json)")
     task_args = {k: getattr(args, k) for k in ("doc_stride", "max_query_length", "max_answer_length",
                                                 "null_score_diff_threshold") if getattr(args, k) is not None}
     model = args.model or _minilm_folder()
-    config = FinetuneConfig(
+    return FinetuneConfig(
         task=args.task, model=model, out=args.out, train=args.train, eval=args.eval, data=args.data,
         vocab=args.vocab, lower_case=None if args.cased is None else not args.cased, epochs=args.epochs,
         batch_size=args.batch_size, learning_rate=args.learning_rate, warmup_proportion=args.warmup_proportion,
@@ -140,14 +152,25 @@ def cmd_finetune(args) -> None:
         max_train_examples=args.max_train_examples, max_eval_examples=args.max_eval_examples,
         mixed_precision=args.mixed_precision, jit_compile=args.jit_compile,
         steps_per_execution=args.steps_per_execution, strategy=args.strategy, tpu=args.tpu, seed=args.seed,
-        task_args=task_args, progress=not args.quiet)
+        task_args=task_args, progress=not args.quiet, log_every=args.log_every)
+
+
+def cmd_finetune(args) -> None:
+    from bert_keras.data import DataFormatError
+    from bert_keras.finetune import finetune
+    config = finetune_config(args)
     try:
         result = finetune(config)
     except (FileNotFoundError, ValueError, DataFormatError) as e:
         raise CommandError(str(e)) from None
-    print(f"final: {json.dumps(result['metrics'])}")
-    print(f"wrote {os.path.join(args.out, 'model.keras')} (the task model; takes raw text), metrics.json, "
-          f"training_curves.png, TensorBoard logs in {os.path.join(args.out, 'logs')}")
+    if result["history"]:
+        print(f"final: {json.dumps(result['metrics'])}")
+    else:
+        print("final: no evaluation set, so no metric (pass --eval FILE, or --data DIR holding the task's "
+              "dev file)")
+    print(f"wrote {os.path.join(result['out'], 'model.keras')} (the task model; takes raw text), metrics.json "
+          f"(scores, timings, and the settings: --from-record repeats the run), training_curves.png, TensorBoard "
+          f"logs in {os.path.join(result['out'], 'logs')}")
 
 
 def cmd_pretraining_data(args) -> None:
@@ -178,7 +201,7 @@ def cmd_pretrain(args) -> None:
         learning_rate=args.learning_rate, warmup_steps=args.warmup_steps, optimizer=args.optimizer,
         mixed_precision=args.mixed_precision, jit_compile=args.jit_compile,
         steps_per_execution=args.steps_per_execution, strategy=args.strategy, tpu=args.tpu, seed=args.seed,
-        progress=not args.quiet)
+        progress=not args.quiet, log_every=args.log_every)
     try:
         result = pretrain(config)
     except (FileNotFoundError, ValueError, RuntimeError) as e:
@@ -293,6 +316,8 @@ def add_training_flags(p, learning_rate: float) -> None:
     p.add_argument("--tpu", help="Cloud TPU name or grpc://host:8470 (default: $TPU_NAME, else this TPU VM's TPU)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quiet", action="store_true", help="one line per epoch instead of a progress bar")
+    p.add_argument("--log-every", type=int, default=10,
+                   help="TensorBoard gets the loss and the learning rate every N steps (default 10)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -330,7 +355,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("finetune", help="fine-tune on GLUE, SQuAD, multiple choice or CoNLL data",
                        description="Tasks: cola sst-2 mrpc qqp mnli qnli rte wnli sts-b (GLUE TSVs); squad, squad_v2 "
                                    "(SQuAD JSON); swag (csv), openbookqa, arc, commonsenseqa (jsonl); conll2003.")
-    p.add_argument("--task", required=True, help="task name (see above)")
+    p.add_argument("--task", help="task name (see above); required unless --from-record")
+    p.add_argument("--from-record", metavar="METRICS_JSON",
+                   help="repeat a run: every setting from its metrics.json (give a new --out)")
     add_model_flags(p, "checkpoint folder/prefix, zoo name, .keras file or preset name "
                        "(default: the real all-MiniLM-L6-v2 weights)")
     p.add_argument("--data", help="folder in the task's standard layout (e.g. GLUE's train.tsv/dev.tsv)")
@@ -375,7 +402,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-nsp", action="store_true", help="masked LM only (records' NSP labels ignored)")
     p.add_argument("--train-steps", type=int, default=1000)
     p.add_argument("--save-every", type=int, default=100, help="checkpoint interval in steps (default 100)")
-    p.add_argument("--warmup-steps", type=int, default=100)
+    p.add_argument("--warmup-steps", type=int,
+                   help="linear warm-up steps (default 100; a tenth of --train-steps when that is below 100)")
     p.add_argument("--optimizer", choices=["adamw", "lamb"], default="adamw", help="lamb for large batches")
     p.set_defaults(func=cmd_pretrain)
 

@@ -7,6 +7,10 @@ Each side runs `bert_keras.finetune.finetune` in its own process with its checko
 all-MiniLM-L6-v2 weights, 1 epoch, batch 16, lr 5e-5, seed 0, small slices of ../shared/data. Printed per task:
 both sides' metric and losses and the sha256 of every weight in order; "same" when the digests are equal (the
 weights are bit-identical). Exit 1 when any task differs.
+
+Every slice divides into whole batches of 16 (256 sentences, 128 questions, 64 SQuAD questions = 64 windows):
+since fine-tuning keeps the last partial batch on a CPU, a slice with a remainder trains one more, smaller step
+per epoch than a checkout from before that change, and the weights differ for that reason alone.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ class Task:
     name = ""
     metric_name = ""                 # the headline metric in evaluate()'s result (checkpoint selection, logs)
     default_files: tuple = ()        # (train, eval) file names in a --data folder
+    uses_pooler = True               # False: the head reads the tokens, so the trainer freezes the unused pooler
 
     def read(self, path: str) -> list:
         """The examples of one data file (bert_keras.data's readers); bad files raise naming file and line."""
@@ -36,8 +37,14 @@ class Task:
         """Predict `examples` and score them with the task's official metric."""
         raise NotImplementedError
 
-    def dataset(self, examples: list, model, batch_size: int, training: bool, seed: int = 0) -> tf.data.Dataset:
-        """Batches of (id dict, targets), preprocessed on the host by the model's own preprocessor; training drops
-        the last partial batch (the recipe's, and a TPU's static batch)."""
+    def training_sequences(self, examples: list, model) -> int:
+        """How many sequences one pass over `examples` trains on: one per example (SQuAD: its windows)."""
+        return len(examples)
+
+    def dataset(self, examples: list, model, batch_size: int, training: bool, seed: int = 0,
+                drop_remainder: bool | None = None) -> tf.data.Dataset:
+        """Batches of (id dict, targets), preprocessed on the host by the model's own preprocessor; the last
+        partial batch is dropped when `drop_remainder` (None: when training, the recipe's and a TPU's static
+        batch; the trainer passes False unless the shapes must be static)."""
         return model.text_dataset(*self.inputs(examples), batch_size=batch_size, training=training, seed=seed,
-                                  drop_remainder=training)
+                                  drop_remainder=training if drop_remainder is None else drop_remainder)

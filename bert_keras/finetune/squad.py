@@ -43,6 +43,7 @@ class SquadTask(Task):
     """
 
     default_files = ("train-v1.1.json", "dev-v1.1.json")
+    uses_pooler = False
 
     def __init__(self, name: str, *, doc_stride: int = 128, max_query_length: int = 64, n_best_size: int = 20,
                  max_answer_length: int = 30, null_score_diff_threshold: float = 0.0):
@@ -70,6 +71,13 @@ class SquadTask(Task):
     def inputs(self, examples):
         spans = np.array([answer_chars(e) for e in examples], "int64").reshape(-1, 2)
         return ([e.question for e in examples], [e.context for e in examples]), (spans[:, 0], spans[:, 1])
+
+    def training_sequences(self, examples, model) -> int:
+        """The windows of every question's context (what SQuAD trains on), counted in chunks of 256 questions."""
+        (questions, contexts), _ = self.inputs(examples)
+        return sum(int(tf.size(model.windows(tf.constant(questions[i:i + 256]),
+                                             tf.constant(contexts[i:i + 256]))["example_index"]))
+                   for i in range(0, len(questions), 256))
 
     def compile_args(self):
         ce = keras.losses.SparseCategoricalCrossentropy(from_logits=True)

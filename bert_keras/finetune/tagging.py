@@ -17,6 +17,7 @@ class TaggingTask(Task):
 
     metric_name = "f1"
     default_files = ("train.txt", "valid.txt")
+    uses_pooler = False
 
     def __init__(self, name: str, labels=CONLL2003_LABELS):
         self.name, self.labels = name, list(labels)

@@ -5,53 +5,76 @@ batch 32, 3 epochs, dropout 0.1). Under a tf.distribute strategy (TPU: preproces
 The output folder holds, when it finishes:
   model.keras         the task model with its preprocessor (vocab, casing, lengths), label names and answer
                       rules: `keras.models.load_model` reopens it and it takes raw text; export works from it alone
-  metrics.json        the official metric after each epoch, and the final one (a report, not needed to load)
-  logs/               TensorBoard (per-step loss and learning rate, per-epoch metric)
+                      (weights and configuration only: no optimizer state)
+  metrics.json        the official metric after each epoch and the final one, steps, per-epoch timings, and what
+                      repeats the run: every setting, the seed, package versions, the machine
+                      (`bert-keras finetune --from-record metrics.json --out new_run`)
+  logs/               TensorBoard (loss and learning rate every `log_every` steps, the evaluation metric and the
+                      epoch's loss and learning rate after each epoch)
   training_curves.png loss per step and the metric per epoch
-  backup/             Keras BackupAndRestore state while training: a rerun of the same command resumes there
+  backup/             Keras BackupAndRestore state while training (with the optimizer's): a rerun of the same
+                      command resumes there
+On a CPU or GPU every training example is used each epoch (the last batch may be smaller); on a TPU, or with a
+fixed --seq-length under XLA, the last partial batch is dropped (static shapes) and the run says so. In a
+multi-worker job the chief writes `out`, the other workers their own `out/worker-<i>`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import time
 
 import keras
 import tensorflow as tf
 
 from bert_keras.atomic import atomic_file, write_json
 from bert_keras.loading import load_backbone
+from bert_keras.training.callbacks import EpochEvaluation, EpochTimer, TrainingCurves  # noqa: F401 (old home)
+from bert_keras.training.config import TrainingConfig
 from bert_keras.training.input_pipelines import distributed_input
+from bert_keras.training.record import run_record
+from bert_keras.training.setup import (compile_for_training, fit, log_callbacks, output_folder, start,
+                                       static_batches)
 
 
 @dataclasses.dataclass
-class FinetuneConfig:
+class FinetuneConfig(TrainingConfig):
+    """A fine-tuning run: the task, the model to start from, the data and the recipe (BERT's by default).
+
+    Args:
+        task: a task name of bert_keras.finetune.TASKS ("sst-2", "squad", "openbookqa", "conll2003", ...).
+        model: a checkpoint folder or prefix, a zoo name, a .keras file, or a preset name (random weights).
+        out: the run folder.
+        train, eval: the training and evaluation files; default: the task's standard names in `data`.
+        data: a folder in the task's standard layout (e.g. GLUE's train.tsv and dev.tsv).
+        epochs: passes over the training set (fractions allowed).
+        eval_batch_size: the batch size of the evaluation after each epoch.
+        warmup_proportion: the share of the training steps over which the learning rate rises to its peak.
+        seq_length: a fixed sequence length (TPUs); None pads each batch to its longest (a multiple of 8).
+        max_train_examples, max_eval_examples: use only the first N examples.
+        task_args: task options (SQuAD: doc_stride, max_query_length, max_answer_length,
+            null_score_diff_threshold).
+        The rest (batch size, learning rate, precision, strategy, seed...): bert_keras.training.TrainingConfig.
+
+    Example:
+        >>> config = FinetuneConfig(task="sst-2", model="bert_tiny", out="run", data="glue/SST-2", epochs=2)
+        >>> config.learning_rate
+        3e-05
+    """
     task: str
-    model: str                       # checkpoint folder/prefix, zoo name, .keras file, or a preset name (random init)
+    model: str
     out: str
-    train: str | None = None         # defaults: <data>/<task's train file>
+    train: str | None = None
     eval: str | None = None
     data: str | None = None
-    vocab: str | None = None         # needed when the model source has no vocab.txt beside it
-    lower_case: bool | None = None   # default: from the vocabulary (uncased vocabularies have no capitals)
     epochs: float = 3
-    batch_size: int = 32
     eval_batch_size: int = 64
-    learning_rate: float = 3e-5
     warmup_proportion: float = 0.1
-    weight_decay: float = 0.01
-    seq_length: int | None = None    # fixed length; None pads each batch to its longest (multiple of 8)
-    max_seq_length: int = 128
+    seq_length: int | None = None
     max_train_examples: int | None = None
     max_eval_examples: int | None = None
-    mixed_precision: str | None = None   # "mixed_bfloat16" (TPU) or "mixed_float16" (GPU)
-    jit_compile: bool = False
-    steps_per_execution: int = 1
-    strategy: str = "auto"
-    tpu: str | None = None
-    seed: int = 0
     task_args: dict = dataclasses.field(default_factory=dict)
-    progress: bool = True
 
 
 def _files(config: FinetuneConfig, task) -> tuple[str, str | None]:
@@ -67,128 +90,124 @@ def _files(config: FinetuneConfig, task) -> tuple[str, str | None]:
     return train, evaluate
 
 
-class EpochEvaluation(keras.callbacks.Callback):
-    """The task's official metric on the evaluation set after every epoch, into the logs and metrics.json."""
-
-    def __init__(self, task, examples, batch_size, out):
-        super().__init__()
-        self.task, self.examples = task, examples
-        self.batch_size, self.out, self.history = batch_size, out, []
-
-    def on_epoch_end(self, epoch, logs=None):
-        scores = self.task.evaluate(self.model, self.examples, self.batch_size)
-        self.history.append({"epoch": epoch + 1, **scores})
-        if hasattr(self.task, "write_predictions"):             # SQuAD: predictions.json for the official script
-            self.task.write_predictions(self.out)
-        if logs is not None:
-            logs.update({f"eval_{k}": v for k, v in scores.items() if isinstance(v, (int, float))})
-        print(f"epoch {epoch + 1}: " + ", ".join(f"{k} {v:.4f}" for k, v in scores.items()
-                                                 if isinstance(v, float)), flush=True)
-
-
-class TrainingCurves(keras.callbacks.Callback):
-    """Loss per step and the evaluation metric per epoch, drawn to a PNG beside the TensorBoard logs."""
-
-    def __init__(self, path, metric=None):
-        super().__init__()
-        self.path, self.metric, self.losses, self.epochs = path, metric, [], []
-        self.step = 0
-
-    def on_train_batch_end(self, batch, logs=None):
-        self.step += 1
-        if logs and "loss" in logs:
-            self.losses.append((self.step, float(logs["loss"])))
-
-    def on_epoch_end(self, epoch, logs=None):
-        value = (logs or {}).get(f"eval_{self.metric}", (logs or {}).get(self.metric)) if self.metric else None
-        if value is not None:                       # the evaluation metric, else the training one (pretraining)
-            self.epochs.append((self.step, float(value)))
-        self.draw()
-
-    def draw(self):
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        fig, ax = plt.subplots(figsize=(7, 4))
-        if self.losses:
-            ax.plot(*zip(*self.losses), color="tab:blue", lw=1)
-        ax.set_xlabel("step")
-        ax.set_ylabel("training loss (running mean)", color="tab:blue")
-        if self.epochs:
-            right = ax.twinx()
-            right.plot(*zip(*self.epochs), "o-", color="tab:red")
-            right.set_ylabel(self.metric, color="tab:red")
-        fig.tight_layout()
-        with atomic_file(self.path) as tmp:
-            fig.savefig(tmp, format="png", dpi=100)
-        plt.close(fig)
-
-
 def training_input(task, train: list, model, config: FinetuneConfig, shard: int = 0, shards: int = 1,
-                   batch_size: int | None = None) -> tf.data.Dataset:
+                   batch_size: int | None = None, drop_remainder: bool = False) -> tf.data.Dataset:
     """One input pipeline's training batches, repeated: examples shard, shard + shards, ... (disjoint parts for
-    the hosts of a multi-worker job or a pod), in batches of `batch_size` (per replica); with a fixed sequence
-    length the model's text_dataset pins every shape (a TPU compile needs to see them)."""
+    the hosts of a multi-worker job or a pod), in batches of `batch_size` (per replica), the last of each pass
+    smaller unless `drop_remainder`; with a fixed sequence length and `drop_remainder` the model's text_dataset
+    pins every shape (a TPU compile needs to see them)."""
     batch_size = batch_size or config.batch_size
-    return task.dataset(train[shard::shards], model, batch_size, training=True, seed=config.seed).repeat()
+    return task.dataset(train[shard::shards], model, batch_size, training=True, seed=config.seed,
+                        drop_remainder=drop_remainder).repeat()
 
 
-def finetune(config: FinetuneConfig) -> dict:
-    """Train, evaluate and save; returns {"metrics": final scores, "history": per epoch, "loss": per epoch,
-    "out": folder, "model": the trained task model}."""
+def steps_per_epoch(task, train: list, model, batch_size: int, drop_remainder: bool) -> tuple[int, int]:
+    """(batches per pass over `train`, training sequences per pass): examples, or SQuAD's windows, counted once
+    without building an input pipeline."""
+    sequences = task.training_sequences(train, model)
+    return (sequences // batch_size if drop_remainder else -(-sequences // batch_size)), sequences
+
+
+def _check(config: FinetuneConfig, train: list) -> None:
+    if len(train) < config.batch_size:
+        raise ValueError(f"{len(train)} training examples is fewer than one batch of {config.batch_size}: "
+                         "lower --batch-size or give more data")
+    if not 0 <= config.warmup_proportion <= 1:
+        raise ValueError(f"--warmup-proportion {config.warmup_proportion}: give a share of the steps in [0, 1]")
+    if config.epochs <= 0:
+        raise ValueError(f"--epochs {config.epochs}: give a positive number of passes")
+
+
+def finetune(config: FinetuneConfig, callbacks: list | None = None) -> dict:
+    """Train, evaluate after every epoch and save (see the module docstring for the files).
+
+    Args:
+        config: the run's settings.
+        callbacks: more Keras callbacks for `model.fit`, after the library's own (its evaluation has run when
+            their `on_epoch_end` is called; `on_train_begin` comes before the first step is traced).
+
+    Returns:
+        {"metrics": the final scores ({} without an evaluation set), "history": the scores per epoch, "loss":
+        the training loss per epoch, "timing": {"fit_seconds", "train_seconds", "eval_seconds", "epochs": per
+        epoch {"epoch", "train_seconds", "eval_seconds", "examples_per_second"}}, "steps": training steps,
+        "out": the folder written, "model": the trained task model}.
+
+    Example:
+        >>> result = finetune(FinetuneConfig(task="sst-2", model="bert_tiny", vocab="vocab.txt", out="run",
+        ...                                  data="glue/SST-2", epochs=1))                  # doctest: +SKIP
+        >>> result["metrics"]["accuracy"]                                                  # doctest: +SKIP
+    """
     from bert_keras.finetune.registry import get_task
-    from bert_keras.training import create_optimizer, create_strategy
     task = get_task(config.task, **config.task_args)
     train_file, eval_file = _files(config, task)
     train = task.read(train_file)[:config.max_train_examples]
     evaluation = task.read(eval_file)[:config.max_eval_examples] if eval_file else []
-    if len(train) < config.batch_size:
-        raise ValueError(f"{len(train)} training examples is fewer than one batch of {config.batch_size}: "
-                         "lower --batch-size or give more data")
-    keras.utils.set_random_seed(config.seed)
-    if config.mixed_precision:
-        keras.mixed_precision.set_global_policy(config.mixed_precision)
-    strategy = create_strategy(config.strategy, config.tpu)
-    os.makedirs(config.out, exist_ok=True)
+    _check(config, train)
+    strategy = start(config)
+    out = output_folder(strategy, config.out)
+    os.makedirs(out, exist_ok=True)
+    drop = static_batches(strategy, config.seq_length, config.jit_compile)
     with strategy.scope():
         encoder, preprocessor = load_backbone(config.model, config.vocab, config.lower_case,
                                               seq_length=config.seq_length, max_seq_length=config.max_seq_length)
         model = task.build_model(encoder, preprocessor, train)
-        train_ds = task.dataset(train, model, config.batch_size, training=True, seed=config.seed)
-        steps_per_epoch = int(train_ds.cardinality())
-        if steps_per_epoch < 0:            # windows (SQuAD) are counted by one pass over the data
-            steps_per_epoch = sum(1 for _ in task.dataset(train, model, config.batch_size, True, config.seed))
-        total_steps = max(1, int(steps_per_epoch * config.epochs))
-        optimizer = create_optimizer(config.learning_rate, total_steps, warmup_proportion=config.warmup_proportion,
-                                     weight_decay=config.weight_decay)
-        model.compile(optimizer=optimizer, jit_compile=config.jit_compile,
-                      steps_per_execution=config.steps_per_execution, **task.compile_args())
-    callbacks = [keras.callbacks.BackupAndRestore(os.path.join(config.out, "backup")),
-                 keras.callbacks.TensorBoard(os.path.join(config.out, "logs"), update_freq=50)]
+        if not task.uses_pooler:           # its head reads the tokens: the pooler gets no gradient, so no update
+            model.encoder.pooler.trainable = False
+        per_epoch, sequences = steps_per_epoch(task, train, model, config.batch_size, drop)
+        if per_epoch < 1:
+            raise ValueError(f"{sequences} training sequences is fewer than one batch of {config.batch_size}: "
+                             "lower --batch-size or give more data")
+        total_steps = max(1, int(per_epoch * config.epochs))
+        compile_for_training(model, config, total_steps, int(total_steps * config.warmup_proportion),
+                             **task.compile_args())
+    if drop and sequences % config.batch_size:
+        print(f"dropping the last partial batch of each epoch ({sequences % config.batch_size} of {sequences} "
+              f"training sequences): shapes must be static on a TPU or with --seq-length and --jit-compile",
+              flush=True)
+    timer = EpochTimer()
+    own = [timer, keras.callbacks.BackupAndRestore(os.path.join(out, "backup"))]
     evaluator = None
     if evaluation:
-        evaluator = EpochEvaluation(task, evaluation, config.eval_batch_size, config.out)
-        callbacks.append(evaluator)
-    callbacks.append(TrainingCurves(os.path.join(config.out, "training_curves.png"),
-                                    task.metric_name if evaluation else None))
-    epochs = max(1, int(-(-config.epochs // 1)))
+        evaluator = EpochEvaluation(task, evaluation, config.eval_batch_size, out)
+        own.append(evaluator)                         # before the logs, so they see its metric
+    own += log_callbacks(out, task.metric_name if evaluation else None, config.log_every)
+    # When the batches divide the data evenly, drop_remainder drops nothing and tells the graph the batch size
+    # (a static batch dimension: the same kernels, so the same float results, as before partial batches were kept).
+    whole = drop or sequences % config.batch_size == 0
     train_input = distributed_input(strategy, lambda shard, shards, batch_size: training_input(
-        task, train, model, config, shard, shards, batch_size), config.batch_size)
-    fit = model.fit(train_input, epochs=epochs, steps_per_epoch=min(steps_per_epoch, total_steps),
-              callbacks=callbacks, verbose=1 if config.progress else 2)
-    history = evaluator.history if evaluator else []
-    final = history[-1] if history else {}
-    _save(model, config.out, {"task": config.task, "train": train_file, "eval": eval_file,
-                              "train_examples": len(train), "eval_examples": len(evaluation),
-                              "steps": total_steps, "final": final, "history": history})
-    return {"metrics": final, "history": history, "loss": fit.history.get("loss", []), "out": config.out,
-            "model": model}
+        task, train, model, config, shard, shards, batch_size, whole), config.batch_size)
+    started = time.perf_counter()
+    history = fit(model, train_input, config, epochs=max(1, int(-(-config.epochs // 1))),
+                  steps_per_epoch=min(per_epoch, total_steps), callbacks=own + list(callbacks or []))
+    timing = _timing(time.perf_counter() - started, timer.seconds, evaluator.seconds if evaluator else [],
+                     sequences if not drop else per_epoch * config.batch_size)
+    scores = evaluator.history if evaluator else []
+    final = scores[-1] if scores else {}
+    _save(model, out, {"task": config.task, "train": train_file, "eval": eval_file,
+                       "train_examples": len(train), "eval_examples": len(evaluation),
+                       "training_sequences": sequences, "steps_per_epoch": per_epoch, "steps": total_steps,
+                       "dropped_last_batch": bool(drop and sequences % config.batch_size),
+                       "final": final, "history": scores, "timing": timing, **run_record(config, strategy)})
+    return {"metrics": final, "history": scores, "loss": history.history.get("loss", []), "timing": timing,
+            "steps": total_steps, "out": out, "model": model}
+
+
+def _timing(fit_seconds: float, train: list, evaluation: list, sequences_per_epoch: int) -> dict:
+    epochs = [{"epoch": i + 1, "train_seconds": round(t, 3),
+               "eval_seconds": round(evaluation[i], 3) if i < len(evaluation) else 0.0,
+               "examples_per_second": round(sequences_per_epoch / t, 2) if t > 0 else None}
+              for i, t in enumerate(train)]
+    eval_seconds = sum(evaluation)
+    return {"fit_seconds": round(fit_seconds, 3), "train_seconds": round(fit_seconds - eval_seconds, 3),
+            "eval_seconds": round(eval_seconds, 3), "epochs": epochs}
 
 
 def _save(model, out, metrics):
-    """model.keras (everything needed to use it) and the metrics report; files of older versions removed."""
+    """model.keras (everything needed to use it, without the optimizer's state: that stays in backup/ while a
+    run can resume) and the metrics report; files of older versions removed."""
+    weights_only = model.with_preprocessor(model.preprocessor)       # a copy that was never compiled
     with atomic_file(os.path.join(out, "model.keras")) as tmp:
-        model.save(tmp)
+        weights_only.save(tmp)
     write_json(os.path.join(out, "metrics.json"), metrics)
     for stale in ("vocab.txt", "preprocessing.json", "task.json"):    # written by bert_keras before one-file models
         if os.path.exists(os.path.join(out, stale)):

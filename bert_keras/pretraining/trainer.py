@@ -18,33 +18,51 @@ import os
 import keras
 
 from bert_keras.atomic import atomic_file, write_json
+from bert_keras.training.config import TrainingConfig
 
 
-@dataclasses.dataclass(frozen=True)
-class PretrainConfig:
-    model: str                       # a preset (random init: from scratch), a checkpoint folder or a .keras file
+@dataclasses.dataclass
+class PretrainConfig(TrainingConfig):
+    """A pretraining run: the model to start from, the data and the step plan.
+
+    Args:
+        model: a preset (random weights: from scratch; needs `vocab`), a checkpoint folder or a .keras file.
+        out: the run folder (a rerun with the same `out` resumes from its checkpoint).
+        records: comma-separated globs or folders of pretraining TFRecords (google-research's features).
+        text: or comma-separated text files, masked dynamically (masked LM only).
+        max_predictions_per_seq: masked positions per sequence.
+        nsp: train next-sentence prediction too (records only).
+        train_steps: optimizer steps in all; a multiple of `save_every`.
+        save_every: the checkpoint interval in steps (also Keras' epoch here).
+        warmup_steps: linear warm-up steps; None: 100, or a tenth of `train_steps` when that is fewer than 100.
+        optimizer: "adamw", or "lamb" for large batches.
+        The rest (batch size, learning rate, precision, strategy, seed...): bert_keras.training.TrainingConfig.
+
+    Example:
+        >>> PretrainConfig(model="bert_tiny", vocab="vocab.txt", out="run", text="corpus.txt",
+        ...                train_steps=8, save_every=4).warmup()
+        0
+    """
+    model: str
     out: str
-    records: str | None = None       # comma-separated globs or folders of pretraining TFRecords
-    text: str | None = None          # or: text files for dynamic masking (MLM only)
-    vocab: str | None = None
-    lower_case: bool | None = None
-    max_seq_length: int = 128
+    records: str | None = None
+    text: str | None = None
+    learning_rate: float = dataclasses.field(default=1e-4, kw_only=True)
     max_predictions_per_seq: int = 20
     nsp: bool = True
     train_steps: int = 1000
     save_every: int = 100
-    batch_size: int = 32
-    learning_rate: float = 1e-4
-    warmup_steps: int = 100
-    weight_decay: float = 0.01
-    optimizer: str = "adamw"         # or "lamb" for large batches
-    mixed_precision: str | None = None
-    jit_compile: bool = False
-    steps_per_execution: int = 1
-    strategy: str = "auto"
-    tpu: str | None = None
-    seed: int = 0
-    progress: bool = True
+    warmup_steps: int | None = None
+    optimizer: str = "adamw"
+
+    def warmup(self) -> int:
+        """The warm-up steps this run uses (`warmup_steps`, or its default for `train_steps`)."""
+        if self.warmup_steps is not None:
+            return self.warmup_steps
+        return DEFAULT_WARMUP_STEPS if self.train_steps >= DEFAULT_WARMUP_STEPS else self.train_steps // 10
+
+
+DEFAULT_WARMUP_STEPS = 100
 
 
 class StepCheckpoint(keras.callbacks.Callback):
@@ -82,20 +100,22 @@ class StepCheckpoint(keras.callbacks.Callback):
 
 def pretrain(config: PretrainConfig) -> dict:
     """Trains; returns {"history": per-interval logs, "step": final step, "out": folder, "replicas", "model"}."""
-    from bert_keras.finetune.trainer import TrainingCurves
     from bert_keras.loading import load_backbone
     from bert_keras.pretraining.dataset import dynamic_masking_dataset, records_dataset
     from bert_keras.pretraining.records import check_records, record_files
     from bert_keras.tasks.pretrainer import BertPretrainer
-    from bert_keras.training import create_optimizer, create_strategy
     from bert_keras.training.input_pipelines import distributed_input
+    from bert_keras.training.setup import compile_for_training, fit, log_callbacks, output_folder, start
     from bert_keras.training.static_shapes import with_static_shapes
     if bool(config.records) == bool(config.text):
         raise ValueError("give --records (pretraining TFRecords) or --text (text files, dynamic masking), not both")
-    if config.train_steps % config.save_every:
-        raise ValueError(f"--train-steps {config.train_steps} must be a multiple of --save-every {config.save_every}")
-    # First: MultiWorkerMirroredStrategy must configure collectives before TensorFlow runs any op.
-    strategy = create_strategy(config.strategy, config.tpu)
+    if config.train_steps <= 0 or config.save_every <= 0 or config.train_steps % config.save_every:
+        raise ValueError(f"--train-steps {config.train_steps} must be a positive multiple of --save-every "
+                         f"{config.save_every}")
+    warmup = config.warmup()
+    if not 0 <= warmup <= config.train_steps:
+        raise ValueError(f"--warmup-steps {warmup} must be between 0 and --train-steps {config.train_steps}")
+    strategy = start(config)            # first: MultiWorkerMirroredStrategy configures collectives before any op
     if config.records:
         files = record_files(config.records)
         check_records(files[:1], config.max_seq_length, config.max_predictions_per_seq)
@@ -104,19 +124,17 @@ def pretrain(config: PretrainConfig) -> dict:
         missing = [f for f in files if not os.path.exists(f)]
         if missing:
             raise FileNotFoundError(f"no such file: {', '.join(missing)}")
-    keras.utils.set_random_seed(config.seed)
-    if config.mixed_precision:
-        keras.mixed_precision.set_global_policy(config.mixed_precision)
-    out = _output_folder(strategy, config.out)
+    if config.warmup_steps is None and warmup != DEFAULT_WARMUP_STEPS:
+        print(f"warm-up: {warmup} steps (a tenth of --train-steps {config.train_steps}; set --warmup-steps to "
+              "change it)", flush=True)
+    out = output_folder(strategy, config.out)
     os.makedirs(out, exist_ok=True)
     checkpoint = StepCheckpoint(os.path.join(out, "checkpoint"), config.save_every, config.seed)
     with strategy.scope():
         encoder, preprocessor = load_backbone(config.model, config.vocab, config.lower_case,
                                               max_seq_length=config.max_seq_length)
         model = BertPretrainer(encoder)
-        model.compile(optimizer=create_optimizer(config.learning_rate, config.train_steps, config.warmup_steps,
-                                                 weight_decay=config.weight_decay, optimizer=config.optimizer),
-                      jit_compile=config.jit_compile, steps_per_execution=config.steps_per_execution)
+        compile_for_training(model, config, config.train_steps, warmup, optimizer=config.optimizer)
         model.optimizer.build(model.trainable_variables)       # built up front: see TaskModel._maybe_symbolic_build
         step = checkpoint.restored_step(model)
     replicas = strategy.num_replicas_in_sync
@@ -137,24 +155,12 @@ def pretrain(config: PretrainConfig) -> dict:
                                          config.max_predictions_per_seq, **where)
         return with_static_shapes(ds, batch_size)      # fixed by construction: let the TPU compile see it
     data = distributed_input(strategy, make_dataset, config.batch_size)
-    callbacks = [checkpoint, keras.callbacks.TensorBoard(os.path.join(out, "logs"), update_freq=50),
-                 TrainingCurves(os.path.join(out, "training_curves.png"), "mlm_accuracy")]
-    fit = model.fit(data, epochs=config.train_steps // config.save_every, steps_per_epoch=config.save_every,
-                    initial_epoch=step // config.save_every, callbacks=callbacks,
-                    verbose=1 if config.progress else 2)
+    history = fit(model, data, config, epochs=config.train_steps // config.save_every,
+                  steps_per_epoch=config.save_every, initial_epoch=step // config.save_every,
+                  callbacks=[checkpoint, *log_callbacks(out, "mlm_accuracy", config.log_every)])
     _save(model, preprocessor, out)
-    history = [dict(zip(fit.history, values)) for values in zip(*fit.history.values())]
+    history = [dict(zip(history.history, values)) for values in zip(*history.history.values())]
     return {"history": history, "step": config.train_steps, "out": out, "replicas": replicas, "model": model}
-
-
-def _output_folder(strategy, out: str) -> str:
-    """`out` for the chief (or a single process); `out/worker-<i>` for the other multi-worker tasks, which write
-    their own copies instead of racing the chief for the same files."""
-    resolver = getattr(strategy, "cluster_resolver", None)
-    task_type, task_id = (resolver.task_type, resolver.task_id) if resolver is not None else (None, None)
-    has_chief = resolver is not None and "chief" in (resolver.cluster_spec().as_dict() or {})
-    chief = task_type in (None, "chief") or (task_type == "worker" and task_id == 0 and not has_chief)
-    return out if chief else os.path.join(out, f"{task_type}-{task_id}")
 
 
 def _save(model, preprocessor, out: str):

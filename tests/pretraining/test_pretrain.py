@@ -117,7 +117,7 @@ def test_dynamic_masking_from_raw_text_learns(minilm_vocab, tmp_path):
     result = pretrain(PretrainConfig(model="bert_tiny", vocab=minilm_vocab, out=str(tmp_path / "mlm"),
                                      text=str(FIXTURES / "pretraining_corpus.txt"), nsp=False, max_seq_length=SEQ,
                                      max_predictions_per_seq=PRED, train_steps=40, save_every=20, batch_size=16,
-                                     learning_rate=1e-3, warmup_steps=4, progress=False))
+                                     learning_rate=1e-3, progress=False))        # warm-up: its default, 4
     first, last = result["history"][0], result["history"][-1]
     assert last["loss"] < first["loss"] - 0.5 and last["mlm_accuracy"] > first["mlm_accuracy"]
     assert "nsp_accuracy" not in last                    # MLM only: no NSP metric reported

@@ -22,7 +22,8 @@ Default slices (sized to take roughly 10-20 minutes per side on 2 shared CPU cor
 Ours needs files for the held-out SQuAD split: they are written to a temporary folder (and deleted).
 
 Both sides: AdamW (0.01 decay, not on LayerNorm/bias), eps 1e-6, clip 1.0, 10% warmup then linear decay, dropout
-0.1, seed 0, last partial training batch dropped, evaluation after every epoch. One known recipe difference: the
+0.1, seed 0, last partial training batch kept (finetune drops it only for static shapes: TPU, --seq-length with
+XLA), evaluation after every epoch. One known recipe difference: the
 reference uses transformers' get_linear_schedule_with_warmup (decays from the peak after warm-up) while ours
 follows google-research (peak * (1 - step/total), i.e. 0.9 * peak right after warm-up); pass
 --torch-schedule google to make the reference use ours. SQuAD's span loss is ours' by default (padding out of the
@@ -37,10 +38,10 @@ per-seed difference carries that spread too (CoNLL-2003 F1: standard deviation 2
 --paired --replay-dropout: the dropout draws are shared too (tools/parity/dropout_replay.py: both sides' dropout layers
 draw their masks from one stream of stateless random numbers, by step and call), so the two runs differ only in
 float rounding and in the code under test. Ours still runs finetune end to end; only keras.layers.Dropout's draw is
-swapped. Without it, dropout alone moves a 3-seed mean by about 0.7 points on OpenBookQA's 500 questions.
+swapped (the one patch left in the tools: see dropout_replay.py). Without it, dropout alone moves a 3-seed mean by about 0.7 points on OpenBookQA's 500 questions.
 
-Timing: `train_seconds` is time spent in training steps (ours: model.fit minus the per-epoch evaluation, so it
-includes Keras' first-step tracing and callbacks; torch: the training loop), `examples_per_second` = training
+Timing: `train_seconds` is time spent in training steps (ours: finetune's own record, model.fit minus the
+per-epoch evaluation, so it includes Keras' first-step tracing and callbacks; torch: the training loop), `examples_per_second` = training
 sequences (SQuAD: windows; multiple choice: questions) per second of train_seconds; `wall_seconds` is the whole
 side (loading, preprocessing, training, evaluation, saving / process start).
 
@@ -93,23 +94,27 @@ def model_folder() -> str:
 HEADS = {"sst-2": "logits", "conll2003": "logits", "openbookqa": "choice_score", "squad": "span_logits"}
 
 
-def training_order(task, train: list, model, config, steps: int) -> tuple[list, list]:
+def training_order(task, train: list, model, config, steps: int, pipeline=None) -> tuple[list, list]:
     """The items of ours' first `steps` training batches, lists of example numbers (SQuAD: [question, window]),
     and each batch's padded length (the reference pads to it, so both sides' tensors, and with --replay-dropout
     their dropout masks, have the same shapes; ours pads SQuAD's windows to the longest of their question group).
 
     finetune's input (trainer.training_input over TaskModel.text_dataset) is rebuilt on item numbers with the
-    same shuffles and seeds: examples shuffled each pass (buffer = all), batched, last partial batch dropped
-    (SQuAD: questions in groups of QUESTIONS_PER_BATCH, their windows shuffled in a buffer of 4 batches, then
-    batched), repeated. Then checked against finetune's real pipeline: every item of every batch must carry the
-    input ids and targets of the example it names. A change to that pipeline therefore raises here instead of
-    pairing the wrong items."""
+    same shuffles and seeds: examples shuffled each pass (buffer = all), batched, the last partial batch kept
+    (dropped where finetune drops it: static shapes; SQuAD: questions in groups of QUESTIONS_PER_BATCH, their
+    windows shuffled in a buffer of 4 batches, then batched), repeated. Then checked against finetune's real
+    pipeline (`pipeline`, default trainer.training_input; a test passes another): every item of every batch must
+    carry the input ids and targets of the example it names. A change to that pipeline therefore raises here
+    instead of pairing the wrong items."""
     import keras
     import numpy as np
     import tensorflow as tf
 
     from bert_keras.finetune.trainer import training_input
+    from bert_keras.training.setup import static_batches
 
+    pipeline = pipeline or training_input
+    drop = static_batches(tf.distribute.get_strategy(), config.seq_length, config.jit_compile)
     n, batch, seed = len(train), config.batch_size, config.seed
     keras.utils.set_random_seed(seed)
     ids = tf.data.Dataset.range(n).shuffle(min(n, 10_000), seed=seed, reshuffle_each_iteration=True)
@@ -127,7 +132,7 @@ def training_order(task, train: list, model, config, steps: int) -> tuple[list, 
             per = tf.gather(table, qs)
             return tf.stack([tf.repeat(qs, per), tf.ragged.range(per).flat_values], axis=1)
         ids = ids.batch(QUESTIONS_PER_BATCH).map(windows).unbatch().shuffle(4 * batch, seed=seed)
-    order = [b.numpy().tolist() for b in ids.batch(batch, drop_remainder=True).repeat().take(steps)]
+    order = [b.numpy().tolist() for b in ids.batch(batch, drop_remainder=drop).repeat().take(steps)]
 
     def rows(x, y):                 # one fingerprint per item: its ids and targets at its real (unpadded) tokens
         leaves, mask = [x["input_word_ids"]] + tf.nest.flatten(y), np.asarray(x["input_mask"]).astype(bool)
@@ -137,7 +142,7 @@ def training_order(task, train: list, model, config, steps: int) -> tuple[list, 
     plain = [key for x, y in task.dataset(train, model, batch, training=False) for key in rows(x, y)]
     keras.utils.set_random_seed(seed)
     lengths = []
-    for b, (x, y) in enumerate(training_input(task, train, model, config).take(steps)):
+    for b, (x, y) in enumerate(pipeline(task, train, model, config, drop_remainder=drop).take(steps)):
         items = order[b] if start is None else [start[q] + w for q, w in order[b]]
         if rows(x, y) != [plain[i] for i in items]:
             raise RuntimeError(f"--paired: batch {b} of finetune's input is not the rebuilt order's (its pipeline "
@@ -148,13 +153,14 @@ def training_order(task, train: list, model, config, steps: int) -> tuple[list, 
 
 def run_ours(settings: dict, workdir: str, paired: bool = False, replay: bool = False) -> dict:
     """bert_keras.finetune as the CLI runs it. paired: also save its starting head and rebuild its batch order for
-    the reference; replay: its dropout masks come from tools/parity/dropout_replay.py (the reference draws the same)."""
+    the reference; replay: its dropout masks come from tools/parity/dropout_replay.py (the reference draws the same).
+    What this needs from the run goes through finetune's public hooks: a callback (the head as training starts,
+    the steps per epoch, the replay's step counter) and the timings finetune records."""
     import keras
     import numpy as np
 
     from dropout_replay import TASK_LAYOUT, KerasReplay
     from bert_keras.finetune import FinetuneConfig, finetune
-    from bert_keras.finetune import trainer
 
     train, evaluate = settings["train"], settings["eval"]
     if settings["task"] == "squad" and settings.get("hold_out") is not None:
@@ -165,50 +171,32 @@ def run_ours(settings: dict, workdir: str, paired: bool = False, replay: bool = 
             with open(path, "w", encoding="utf-8") as f:
                 json.dump(part, f)
 
-    timing = {"fit": 0.0, "eval": 0.0}
     replaying = KerasReplay() if replay else None
-    fit, on_epoch_end = keras.Model.fit, trainer.EpochEvaluation.on_epoch_end
+    fit_call = {}                # what finetune's fit starts from: the head's weights, steps per epoch
 
-    fit_call = {}                # what finetune passed to fit: the head as it starts, steps per epoch
-
-    def timed_fit(self, *args, **kwargs):
-        if replaying:
-            replaying.step = self.optimizer.iterations
-        if paired and not fit_call:
-            fit_call["head"], fit_call["steps_per_epoch"] = os.path.join(workdir, "head.npz"), kwargs["steps_per_epoch"]
-            kernel, bias = self.get_layer(HEADS[settings["task"]]).get_weights()
-            np.savez(fit_call["head"], kernel=kernel, bias=bias)
-        t0 = time.perf_counter()
-        try:
-            return fit(self, *args, **kwargs)
-        finally:
-            timing["fit"] += time.perf_counter() - t0
-
-    def timed_eval(self, epoch, logs=None):
-        t0 = time.perf_counter()
-        try:
-            return on_epoch_end(self, epoch, logs)
-        finally:
-            timing["eval"] += time.perf_counter() - t0
+    class AtTrainingStart(keras.callbacks.Callback):
+        def on_train_begin(self, logs=None):         # before the first training step is traced
+            if replaying:
+                replaying.step = self.model.optimizer.iterations
+            if paired and not fit_call:
+                fit_call["head"], fit_call["steps_per_epoch"] = os.path.join(workdir, "head.npz"), self.params["steps"]
+                kernel, bias = self.model.get_layer(HEADS[settings["task"]]).get_weights()
+                np.savez(fit_call["head"], kernel=kernel, bias=bias)
 
     config = FinetuneConfig(task=settings["task"], model=settings["model"], out=os.path.join(workdir, "ours"),
                             train=train, eval=evaluate, epochs=settings["epochs"], batch_size=settings["batch_size"],
                             learning_rate=settings["learning_rate"], max_seq_length=settings["max_seq_length"],
                             max_train_examples=settings["max_train_examples"],
                             max_eval_examples=settings["max_eval_examples"], seed=settings["seed"], progress=False)
-    keras.Model.fit, trainer.EpochEvaluation.on_epoch_end = timed_fit, timed_eval
     t0 = time.perf_counter()
-    try:
-        with replaying or contextlib.nullcontext():
-            result = finetune(config)
-    finally:
-        keras.Model.fit, trainer.EpochEvaluation.on_epoch_end = fit, on_epoch_end
+    with replaying or contextlib.nullcontext():
+        result = finetune(config, callbacks=[AtTrainingStart()])
     wall = time.perf_counter() - t0
     if replaying:
         replaying.check(result["model"].encoder.config.num_hidden_layers, TASK_LAYOUT[settings["task"]][1])
     with open(os.path.join(config.out, "metrics.json"), encoding="utf-8") as f:
         saved = json.load(f)
-    train_seconds = timing["fit"] - timing["eval"]
+    timing = result["timing"]
     pairing = {}
     if paired:
         from bert_keras.finetune.registry import get_task
@@ -222,10 +210,13 @@ def run_ours(settings: dict, workdir: str, paired: bool = False, replay: bool = 
                        "examples": len(examples)}, f)
         print(f"--paired: ours' {len(batches)} batches rebuilt and checked ({time.perf_counter() - t1:.0f} s)",
               flush=True)
+    sequences = saved["training_sequences"] if not saved["dropped_last_batch"] else (
+        saved["steps_per_epoch"] * settings["batch_size"])
+    trained = sequences * saved["steps"] / saved["steps_per_epoch"]
     return {"pairing": pairing, "metrics": result["metrics"], "history": result["history"],
-            "wall_seconds": round(wall, 2), "train_seconds": round(train_seconds, 2),
-            "eval_seconds": round(timing["eval"], 2),
-            "examples_per_second": round(saved["steps"] * settings["batch_size"] / train_seconds, 2),
+            "wall_seconds": round(wall, 2), "train_seconds": round(timing["train_seconds"], 2),
+            "eval_seconds": round(timing["eval_seconds"], 2),
+            "examples_per_second": round(trained / timing["train_seconds"], 2),
             "steps": saved["steps"], "train_examples": saved["train_examples"],
             "eval_examples": saved["eval_examples"]}
 

@@ -11,8 +11,8 @@ Recipe (the same as bert_keras.finetune):
             tokenizer: the fast tokenizer of the same folder.
   optimizer torch.optim.AdamW, betas 0.9/0.999, eps 1e-6, weight decay 0.01 except LayerNorm weights and biases;
             global gradient-norm clip 1.0; get_linear_schedule_with_warmup (10% warmup, linear decay to 0).
-  batches   training shuffled every epoch (torch.Generator seeded with --seed), last partial batch dropped
-            (as ours: static batch size), each batch padded to its longest sequence rounded up to a multiple of 8
+  batches   training shuffled every epoch (torch.Generator seeded with --seed), last partial batch kept
+            (as ours on a CPU or GPU), each batch padded to its longest sequence rounded up to a multiple of 8
             (as ours); evaluation in order, batch 64, after every epoch. --order takes given batches instead
             and --head given head weights (tools/parity/acceptance_finetune.py --paired: ours' own).
   sst-2     [CLS] sentence [SEP], max_seq_length, accuracy (bert_keras.metrics.glue_metrics).
@@ -480,7 +480,7 @@ def run(args) -> dict:
     model = task.model(args.model)
     if args.head:
         set_head(model, args.head)
-    steps_per_epoch = len(train_features) // args.batch_size            # last partial batch dropped, as ours
+    steps_per_epoch = -(-len(train_features) // args.batch_size)        # last partial batch kept, as ours
     total_steps = max(1, int(steps_per_epoch * args.epochs))
     given = read_order(args.order, task, train_features) if args.order else None
     if given:

@@ -1,0 +1,89 @@
+"""The set-up both trainers share, in the order a run needs it:
+
+    strategy = start(config)                      # strategy, then seed and precision policy
+    out = output_folder(strategy, config.out)     # the chief writes `out`, other workers their own folders
+    with strategy.scope():
+        model = ...
+        compile_for_training(model, config, total_steps, warmup_steps, **loss_and_metrics)
+    history = fit(model, data, config, epochs=..., steps_per_epoch=..., callbacks=[...])
+"""
+
+from __future__ import annotations
+
+import os
+
+import keras
+import tensorflow as tf
+
+from bert_keras.training.callbacks import LearningRateLog, TensorBoard, TrainingCurves
+from bert_keras.training.optimizer import create_optimizer
+from bert_keras.training.strategy import create_strategy
+
+
+def start(config) -> tf.distribute.Strategy:
+    """The run's tf.distribute strategy, then the seeds and the mixed-precision policy of `config`
+    (a TrainingConfig). The strategy comes first: MultiWorkerMirroredStrategy must configure its collectives
+    before TensorFlow runs any op.
+
+    Example:
+        >>> from bert_keras.finetune import FinetuneConfig
+        >>> strategy = start(FinetuneConfig(task="sst-2", model="bert_tiny", out="run"))
+        >>> strategy.num_replicas_in_sync
+        1
+    """
+    strategy = create_strategy(config.strategy, config.tpu)
+    keras.utils.set_random_seed(config.seed)
+    if config.mixed_precision:
+        keras.mixed_precision.set_global_policy(config.mixed_precision)
+    return strategy
+
+
+def output_folder(strategy, out: str) -> str:
+    """`out` for the chief (or a single process); `out/<task type>-<index>` for the other tasks of a multi-worker
+    job, which write their own copies there instead of racing the chief for the same files.
+
+    Example:
+        >>> output_folder(tf.distribute.get_strategy(), "run")
+        'run'
+    """
+    resolver = getattr(strategy, "cluster_resolver", None)
+    task_type, task_id = (resolver.task_type, resolver.task_id) if resolver is not None else (None, None)
+    has_chief = resolver is not None and "chief" in (resolver.cluster_spec().as_dict() or {})
+    chief = task_type in (None, "chief") or (task_type == "worker" and task_id == 0 and not has_chief)
+    return out if chief else os.path.join(out, f"{task_type}-{task_id}")
+
+
+def static_batches(strategy, seq_length: int | None, jit_compile: bool) -> bool:
+    """Whether every training batch must have the same shape, so the last partial batch of an epoch is dropped:
+    on a TPU (it compiles the step for fixed shapes), or with a fixed sequence length under XLA. Elsewhere a
+    partial batch costs one more trace at most and every example is trained on."""
+    return isinstance(strategy, tf.distribute.TPUStrategy) or (seq_length is not None and jit_compile)
+
+
+def compile_for_training(model, config, total_steps: int, warmup_steps: int, optimizer: str = "adamw",
+                         **compile_args) -> None:
+    """`model.compile` with BERT's optimizer (create_optimizer: AdamW or LAMB, warm-up then linear decay to 0 at
+    `total_steps`, `config.learning_rate` at the peak, `config.weight_decay`), and the XLA and steps-per-execution
+    settings of `config`; `compile_args`: the loss and metrics. Call it under the strategy's scope."""
+    model.compile(optimizer=create_optimizer(config.learning_rate, total_steps, warmup_steps,
+                                             weight_decay=config.weight_decay, optimizer=optimizer),
+                  jit_compile=config.jit_compile, steps_per_execution=config.steps_per_execution, **compile_args)
+
+
+def log_callbacks(out: str, metric: str | None, log_every: int = 10) -> list:
+    """TensorBoard logs in `out/logs/train` (`batch_loss`, the running mean of the epoch's loss, and
+    `batch_learning_rate` every `log_every` steps; at each epoch's end its logs: `epoch_loss`,
+    `epoch_learning_rate` and an EpochEvaluation's `epoch_eval_<metric>`) and `out/training_curves.png`; put
+    them after any callback that adds to the epoch's logs (EpochEvaluation)."""
+    if log_every < 1:
+        raise ValueError(f"--log-every {log_every}: give a number of steps, 1 or more")
+    return [LearningRateLog(os.path.join(out, "logs", "train"), log_every),
+            TensorBoard(os.path.join(out, "logs"), update_freq=log_every),
+            TrainingCurves(os.path.join(out, "training_curves.png"), metric)]
+
+
+def fit(model, data, config, *, epochs: int, steps_per_epoch: int, callbacks: list, initial_epoch: int = 0):
+    """`model.fit` on a tf.data input that is already shuffled (shuffle=False: Keras would ignore it and warn),
+    with a progress bar or one line per epoch (`config.progress`)."""
+    return model.fit(data, epochs=epochs, steps_per_epoch=steps_per_epoch, initial_epoch=initial_epoch,
+                     callbacks=callbacks, verbose=1 if config.progress else 2, shuffle=False)
