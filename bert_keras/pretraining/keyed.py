@@ -248,7 +248,9 @@ def encode_chunk(bucket: int, keys: np.ndarray, index: np.ndarray, data: np.ndar
     n = len(keys)
     start = int(ends[first - 1]) if first else 0
     stop = int(ends[first + n - 1])
-    head = np.concatenate([[bucket, n], keys, index, ends[first:first + n] - start]).astype("<u8")
+    # every part uint64 before joining: int64 with uint64 would promote to float64 and round the keys
+    parts = [np.array([bucket, n]), keys, index, ends[first:first + n] - start]
+    head = np.concatenate([np.asarray(p).astype("<u8") for p in parts])
     return head.tobytes() + data[start:stop].tobytes()
 
 

@@ -80,7 +80,8 @@ def run_local(plan: Plan, out: str, preprocessor, workers: int | None = None, pr
     """Runs the plan on `workers` processes (default: one per core) -> counts and the shard paths.
 
     progress: None, or a function(phase name, total) returning a callback add(n)."""
-    workers = max(1, workers or os.cpu_count() or 1)
+    # more processes than ranges and buckets would only start TensorFlow for nothing (the bytes are the same)
+    workers = max(1, min(workers or os.cpu_count() or 1, max(len(plan.ranges), plan.buckets)))
     threads = max(1, (os.cpu_count() or 1) // workers)
     parent = os.path.dirname(os.path.abspath(out))
     os.makedirs(parent, exist_ok=True)
