@@ -135,7 +135,7 @@ def range_documents(path: str, start: int, end: int, max_bytes: int):
                 size += len(line)
                 if size > max_bytes:
                     raise ValueError(
-                        f"{path}: the document starting at byte {doc_start} is over {max_bytes / MB:g} MB, the "
+                        f"{path}: the document starting at byte {doc_start} is over {max_bytes / MB:.3g} MB, the "
                         "bucket size: documents are separated by blank lines (one sentence a line); if this one "
                         "is meant to be this long, raise --bucket-mb")
             pos += len(line)
