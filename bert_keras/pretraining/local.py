@@ -18,6 +18,7 @@ import multiprocessing
 import os
 import shutil
 import tempfile
+import time
 
 from bert_keras.pretraining.keyed import Plan, bucket_instances, chunk_records, merge_records, scatter_range, \
     write_shard
@@ -30,6 +31,12 @@ def _init(vocab, lower_case, folder, threads, preprocessor=None):
         from bert_keras.preprocessing import BertPreprocessor
         preprocessor = BertPreprocessor(vocab, lower_case=lower_case)
     _WORKER.update(preprocessor=preprocessor, folder=folder, threads=threads)
+
+
+def _ready(_) -> int:
+    import time
+    time.sleep(0.2)                 # long enough for every worker to take one of these
+    return os.getpid()
 
 
 def _scatter(plan: Plan, r: int) -> dict:
@@ -77,7 +84,8 @@ def _shard(plan: Plan, out: str, shard: int, chunks: dict) -> int:
 
 
 def run_local(plan: Plan, out: str, preprocessor, workers: int | None = None, progress=None) -> dict:
-    """Runs the plan on `workers` processes (default: one per core) -> counts and the shard paths.
+    """Runs the plan on `workers` processes (default: one per core; no more than the ranges or buckets) ->
+    counts, the shard paths, the workers used and the seconds their start took (pool_start_s).
 
     progress: None, or a function(phase name, total) returning a callback add(n)."""
     # more processes than ranges and buckets would only start TensorFlow for nothing (the bytes are the same)
@@ -88,6 +96,7 @@ def run_local(plan: Plan, out: str, preprocessor, workers: int | None = None, pr
     folder = tempfile.mkdtemp(dir=parent, prefix=f".{os.path.basename(out)}.spill-")
     try:
         with contextlib.ExitStack() as stack:
+            pool_start = 0.0
             if workers == 1:
                 _init(None, None, folder, threads, preprocessor)
                 pool = None
@@ -97,6 +106,9 @@ def run_local(plan: Plan, out: str, preprocessor, workers: int | None = None, pr
                     workers, mp_context=multiprocessing.get_context("spawn"), initializer=_init,
                     initargs=(list(preprocessor.vocab), preprocessor.lower_case, folder, threads)))
                 run = lambda fn, *args: pool.map(fn, *args)                                 # noqa: E731
+                started = time.perf_counter()
+                list(pool.map(_ready, range(2 * workers)))      # every worker has started TensorFlow
+                pool_start = time.perf_counter() - started
             n = len(plan.ranges)
             bar = progress("ranges", n) if progress else None
             sections = [[] for _ in range(plan.buckets)]
@@ -126,4 +138,5 @@ def run_local(plan: Plan, out: str, preprocessor, workers: int | None = None, pr
         _WORKER.clear()
     assert written == counts[2], (written, counts)
     return {"documents": counts[0], "sentences": counts[1], "instances": counts[2],
-            "files": [plan.shard_path(out, s) for s in range(plan.shards)]}
+            "files": [plan.shard_path(out, s) for s in range(plan.shards)], "workers": workers,
+            "pool_start_s": round(pool_start, 3)}
