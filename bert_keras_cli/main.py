@@ -169,8 +169,11 @@ def cmd_pretraining_data(args) -> None:
                                              progress=not args.quiet, workers=args.workers, bucket_mb=args.bucket_mb)
     except (FileNotFoundError, ValueError, ImportError) as e:
         raise CommandError(str(e)) from None
-    print(f"{result['documents']:,} documents, {result['sentences']:,} sentences -> {result['instances']:,} "
-          f"instances in {len(result['files'])} file(s): {', '.join(result['files'])}")
+    if result["documents"] is None:                    # a Beam runner without metrics
+        print(f"wrote {len(result['files'])} file(s): {', '.join(result['files'])}")
+    else:
+        print(f"{result['documents']:,} documents, {result['sentences']:,} sentences -> {result['instances']:,} "
+              f"instances in {len(result['files'])} file(s): {', '.join(result['files'])}")
 
 
 def cmd_pretrain(args) -> None:

@@ -87,6 +87,22 @@ def _size(path: str) -> int:
     return os.path.getsize(path)
 
 
+def _expand(inputs: list[str]) -> list[str]:
+    """Inputs with a scheme (gs://...) and a wildcard are expanded by tf.io.gfile.glob, sorted (a shell expands
+    local ones); a pattern matching nothing is an error."""
+    files = []
+    for path in inputs:
+        if "://" in path and any(c in path for c in "*?["):
+            import tensorflow as tf
+            found = sorted(tf.io.gfile.glob(path))
+            if not found:
+                raise FileNotFoundError(f"no file matches {path}")
+            files.extend(found)
+        else:
+            files.append(path)
+    return files
+
+
 def make_plan(inputs: list[str], shards: int, config: MaskingConfig, seed: int, bucket_mb: float = 64) -> Plan:
     """The work split for `inputs` (see the module docstring). Errors: a missing or unreadable input, no bytes
     at all, shards < 1, bucket_mb not positive."""
@@ -94,7 +110,7 @@ def make_plan(inputs: list[str], shards: int, config: MaskingConfig, seed: int, 
         raise ValueError(f"shards must be at least 1, got {shards}")
     if not bucket_mb > 0:
         raise ValueError(f"bucket_mb must be positive, got {bucket_mb}")
-    files = tuple(inputs)
+    files = tuple(_expand(inputs))
     sizes = tuple(_size(f) for f in files)
     total = sum(sizes)
     if total == 0:

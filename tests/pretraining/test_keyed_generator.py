@@ -176,3 +176,17 @@ def test_beam_direct_runner_writes_the_local_bytes(local_one_worker, minilm_voca
     corpus, one = local_one_worker
     assert run([corpus], tmp_path / "beam", minilm_vocab, "--runner", "DirectRunner",
                "--direct_running_mode=multi_processing", "--direct_num_workers=2") == one
+
+
+@pytest.mark.slow
+@pytest.mark.beam
+@pytest.mark.skipif(importlib.util.find_spec("distributed") is None or importlib.util.find_spec("apache_beam") is None,
+                    reason="needs the [dask] extra")
+def test_beam_dask_runner_on_a_local_cluster_writes_the_local_bytes(local_one_worker, minilm_vocab, tmp_path):
+    """A real cluster engine: Beam's DaskRunner on a dask.distributed LocalCluster of 2 worker processes."""
+    from distributed import LocalCluster
+    corpus, one = local_one_worker
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        assert len(cluster.workers) == 2
+        assert run([corpus], tmp_path / "dask", minilm_vocab, "--runner", "DaskRunner",
+                   f"--dask_client_address={cluster.scheduler_address}") == one
