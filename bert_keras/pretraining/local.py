@@ -83,6 +83,16 @@ def _shard(plan: Plan, out: str, shard: int, chunks: dict) -> int:
     return write_shard(plan.shard_path(out, shard), merge_records(streams))
 
 
+def _context():
+    """Workers forked from a server that has imported TensorFlow (and run none of its ops, so forking is safe):
+    the import is paid once, not once a worker. Spawned where there is no forkserver (Windows)."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["bert_keras.pretraining.local"])
+    return context
+
+
 def run_local(plan: Plan, out: str, preprocessor, workers: int | None = None, progress=None) -> dict:
     """Runs the plan on `workers` processes (default: one per core; no more than the ranges or buckets) ->
     counts, the shard paths, the workers used and the seconds their start took (pool_start_s).
@@ -103,7 +113,7 @@ def run_local(plan: Plan, out: str, preprocessor, workers: int | None = None, pr
                 run = lambda fn, *args: map(fn, *args)                                      # noqa: E731
             else:
                 pool = stack.enter_context(concurrent.futures.ProcessPoolExecutor(
-                    workers, mp_context=multiprocessing.get_context("spawn"), initializer=_init,
+                    workers, mp_context=_context(), initializer=_init,
                     initargs=(list(preprocessor.vocab), preprocessor.lower_case, folder, threads)))
                 run = lambda fn, *args: pool.map(fn, *args)                                 # noqa: E731
                 started = time.perf_counter()
