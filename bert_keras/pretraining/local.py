@@ -101,8 +101,11 @@ def run_local(plan: Plan, out: str, preprocessor, workers: int | None = None, pr
     # more processes than ranges and buckets would only start TensorFlow for nothing (the bytes are the same)
     workers = max(1, min(workers or os.cpu_count() or 1, max(len(plan.ranges), plan.buckets)))
     threads = max(1, (os.cpu_count() or 1) // workers)
-    parent = os.path.dirname(os.path.abspath(out))
-    os.makedirs(parent, exist_ok=True)
+    if "://" in out:                                    # gs://...: spill to the local temporary folder
+        parent = None
+    else:
+        parent = os.path.dirname(os.path.abspath(out))
+        os.makedirs(parent, exist_ok=True)
     folder = tempfile.mkdtemp(dir=parent, prefix=f".{os.path.basename(out)}.spill-")
     try:
         with contextlib.ExitStack() as stack:
