@@ -183,12 +183,20 @@ def cmd_pretraining_data(args) -> None:
                            dupe_factor=args.dupe_factor, whole_word_mask=args.whole_word_mask)
     try:
         pre = BertPreprocessor(args.vocab, **({} if args.cased is None else {"lower_case": not args.cased}))
-        result = create_pretraining_data(args.inputs, pre, args.out, args.shards, config, args.seed,
-                                         progress=not args.quiet)
-    except (FileNotFoundError, ValueError) as e:
+        if args.runner:
+            from bert_keras.pretraining.beam import run_beam
+            result = run_beam(args.inputs, pre, args.out, args.shards, config, args.seed, bucket_mb=args.bucket_mb,
+                              runner=args.runner, pipeline_args=args.pipeline_args)
+        else:
+            result = create_pretraining_data(args.inputs, pre, args.out, args.shards, config, args.seed,
+                                             progress=not args.quiet, workers=args.workers, bucket_mb=args.bucket_mb)
+    except (FileNotFoundError, ValueError, ImportError) as e:
         raise CommandError(str(e)) from None
-    print(f"{result['documents']:,} documents, {result['sentences']:,} sentences -> {result['instances']:,} "
-          f"instances in {len(result['files'])} file(s): {', '.join(result['files'])}")
+    if result["documents"] is None:                    # a Beam runner without metrics
+        print(f"wrote {len(result['files'])} file(s): {', '.join(result['files'])}")
+    else:
+        print(f"{result['documents']:,} documents, {result['sentences']:,} sentences -> {result['instances']:,} "
+              f"instances in {len(result['files'])} file(s): {', '.join(result['files'])}")
 
 
 def cmd_pretrain(args) -> None:
@@ -390,6 +398,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dupe-factor", type=int, default=10, help="passes over the data with different masks")
     p.add_argument("--whole-word-mask", action="store_true")
     p.add_argument("--seed", type=int, default=12345)
+    p.add_argument("--workers", type=int, help="local processes (default: one per core)")
+    p.add_argument("--bucket-mb", type=float, default=64,
+                   help="text per bucket in MB (memory per worker follows it; random next sentences come from the "
+                        "same bucket; the bytes written depend on it)")
+    p.add_argument("--runner", help="run on Apache Beam instead (pip install bert-keras[beam]): DirectRunner, "
+                                    "DataflowRunner, FlinkRunner, SparkRunner...; any further flags are Beam "
+                                    "pipeline options (e.g. --direct_num_workers 2, --project, --temp_location)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_pretraining_data)
 
@@ -457,7 +472,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra and not getattr(args, "runner", None):          # only --runner takes Beam's own pipeline options
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    args.pipeline_args = extra
     try:
         args.func(args)
     except CommandError as e:

@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import os
-
 from bert_keras.pretraining.instances import MaskingConfig, create_instances, read_documents, tokenize_documents
 from bert_keras.pretraining.records import check_records, feature_spec, record_files, serialize_examples, \
     write_records
@@ -13,22 +11,32 @@ from bert_keras.pretraining.trainer import PretrainConfig, pretrain
 
 def create_pretraining_data(inputs: list[str], preprocessor, out: str, num_shards: int = 1,
                             config: MaskingConfig = MaskingConfig(), seed: int = 12345,
-                            progress: bool = False) -> dict:
-    """Text files -> `<out>-0000i-of-0000n.tfrecord` shards; returns counts. `progress` shows a bar per phase."""
-    missing = [f for f in inputs if not os.path.exists(f)]
-    if missing:
-        raise FileNotFoundError(f"no such file: {', '.join(missing)}")
-    texts = read_documents(inputs)
-    documents = tokenize_documents(texts, preprocessor, progress=_bar(sum(map(len, texts)), "sentences", progress))
-    if len(documents) < 2:
-        raise ValueError(f"{len(documents)} non-empty document(s) in {', '.join(inputs)}: next-sentence "
-                         "prediction needs at least two (separate documents by a blank line)")
-    instances = create_instances(documents, list(preprocessor.vocab), config, seed,
-                                 progress=_bar(len(documents) * config.dupe_factor, "documents", progress))
-    paths = [f"{out}-{i:05d}-of-{num_shards:05d}.tfrecord" for i in range(num_shards)]
-    write_records(instances, paths, progress=_bar(instances.num_instances, "instances", progress))
-    return {"documents": len(documents), "sentences": sum(map(len, documents.lengths)),
-            "instances": instances.num_instances, "files": paths}
+                            progress: bool = False, workers: int | None = None, bucket_mb: float = 64) -> dict:
+    """Text files -> `<out>-0000i-of-0000n.tfrecord` shards, by the keyed generator (keyed.py) on a local pool of
+    `workers` processes (default: one per core); returns counts and the shard paths.
+
+    The files are a function of (inputs, flags, seed) alone: the same bytes whatever `workers` (and the same as
+    `bert_keras.pretraining.beam.run_beam` writes). Memory follows `bucket_mb` (the text per bucket: documents
+    are grouped by a hash of their content, and random next sentences come from the same bucket), not the
+    corpus. `progress` shows a bar per phase.
+
+    Args:
+        inputs: text files, one sentence a line, a blank line between documents.
+        preprocessor: a BertPreprocessor (its vocabulary and casing are what the workers use).
+        out: output prefix; num_shards: output files.
+        config: MaskingConfig; seed: the random seed.
+
+    Example:
+        >>> create_pretraining_data(["wiki.txt"], BertPreprocessor("vocab.txt"), "data/wiki", 4)  # doctest: +SKIP
+    """
+    from bert_keras.pretraining.keyed import make_plan
+    from bert_keras.pretraining.local import run_local
+    plan = make_plan(inputs, num_shards, config, seed, bucket_mb)
+    return run_local(plan, out, preprocessor, workers, progress=_phase_bars if progress else None)
+
+
+def _phase_bars(unit: str, total: int):
+    return _bar(total, unit, True)
 
 
 def _bar(total: int, unit: str, show: bool):

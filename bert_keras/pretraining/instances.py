@@ -68,13 +68,13 @@ class TokenizedDocuments:
 
 
 def tokenize_documents(documents: list[list[str]], preprocessor, batch_size: int = 16384,
-                       progress=None) -> TokenizedDocuments:
+                       progress=None, threads: int | None = None) -> TokenizedDocuments:
     """Every sentence tokenized by the model's own preprocessor: TF.Text kernels, up to `batch_size` lines a call.
 
     The calls run eagerly on a thread per core (TF runs an eager op without the GIL): no function to trace and
     every core busy. A call has a fixed cost besides its lines (Python dispatching its ops, under the GIL), so the
     lines are cut into as few calls as `batch_size` allows, a multiple of the thread count, all of one size
-    (docs/performance.md)."""
+    (docs/performance.md). `threads`: default_threads() (one per core, at most 4)."""
     import tensorflow as tf
 
     def tokenize(first):
@@ -82,11 +82,11 @@ def tokenize_documents(documents: list[list[str]], preprocessor, batch_size: int
         return ids.flat_values.numpy(), np.diff(ids.row_splits.numpy())
 
     lines = [s for d in documents for s in d]
-    threads = default_threads()
+    threads = threads or default_threads()
     calls = threads * max(1, -(-len(lines) // (threads * batch_size)))
     batch_size = max(1, -(-len(lines) // calls))
     flat, sizes = [np.zeros(0, np.int32)], [np.zeros(0, np.int64)]
-    for ids, lengths in ordered_map(tokenize, range(0, len(lines), batch_size)):
+    for ids, lengths in ordered_map(tokenize, range(0, len(lines), batch_size), threads):
         flat.append(ids)
         sizes.append(lengths)
         if progress:

@@ -1,0 +1,229 @@
+"""Pretraining data at scale: peak memory of the keyed generator as the input grows, and documents/s per
+worker (local pool with 1 and 2 workers, Beam's DirectRunner with 2) against google-research's
+create_pretraining_data.py logic (benchmark_pretraining_data.py's step-for-step peer), all in one run.
+
+    python benchmarks/benchmark_pretraining_scale.py [--sizes-mb 40 300] [--workers 2] [--beam]
+                                                    [--out benchmarks/results/pretraining_scale.json]
+
+Corpora: WikiText-2 valid + test (../shared/data, or $BERT_KERAS_SHARED_DATA) in google-research's format,
+copied until each size is reached; every copy of a document gets a last sentence naming its copy, so documents
+are distinct as in a real corpus (exact duplicates share a bucket). Memory: each run is a fresh
+`bert-keras pretraining-data` process (dupe factor 1, 8 shards); peak RSS is sampled every 0.1 s over the
+process and its workers (sum), and the largest single process' peak is reported too. The in-memory generator
+this replaced (read_documents, create_instances, write_records: every document and pair in one process) is
+measured on the smallest size as the "before". Speed: --speed-mb of the same copies (dupe factor 5, seq 128,
+one shard, --speed-bucket-mb buckets), the same settings on every side; a worker count's documents/s divided by its workers. Run with a Python
+that has the [beam] extra for --beam. The machine's CPU is shared: ratios come from one run of this script.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tools"))
+sys.path.insert(0, str(REPO / "benchmarks"))
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+
+def shared_wikitext() -> pathlib.Path:
+    path = pathlib.Path(os.environ.get("BERT_KERAS_SHARED_DATA", REPO.parent / "shared" / "data")) / "wikitext-2"
+    if not path.exists():
+        raise SystemExit(f"{path} is absent: set BERT_KERAS_SHARED_DATA to the shared data folder")
+    return path
+
+
+def base_documents() -> list[list[str]]:
+    from wikitext_to_sentences import articles
+    wiki = shared_wikitext()
+    return [a for name in ("valid.txt", "test.txt") for a in articles(str(wiki / name))]
+
+
+def write_copies(documents, path: str, megabytes: float) -> int:
+    """Copies of `documents` until `megabytes`; returns the number of documents written."""
+    target, written, n, copy = megabytes * (1 << 20), 0, 0, 0
+    with open(path, "w", encoding="utf-8") as f:
+        while written < target:
+            for d in documents:
+                text = "\n".join(d) + f"\nThis is copy {copy} of the article .\n\n"
+                f.write(text)
+                written += len(text.encode("utf-8"))
+                n += 1
+            copy += 1
+    return n
+
+
+def tree_rss(pid: int) -> tuple[int, int]:
+    """(sum, largest) resident set of `pid` and its descendants, bytes."""
+    children = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    parent = int(f.read().rsplit(")", 1)[1].split()[1])
+                children.setdefault(parent, []).append(int(entry))
+            except (OSError, IndexError, ValueError):
+                pass
+    total, largest, todo = 0, 0, [pid]
+    while todo:
+        p = todo.pop()
+        todo.extend(children.get(p, []))
+        try:
+            with open(f"/proc/{p}/status") as f:
+                rss = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS:"))
+            total, largest = total + rss, max(largest, rss)
+        except (OSError, StopIteration):
+            pass
+    return total, largest
+
+
+def measured(argv: list[str]) -> dict:
+    """Runs argv, sampling its process tree's memory; -> seconds, peak sum and largest single RSS (MB)."""
+    start = time.perf_counter()
+    process = subprocess.Popen(argv, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    peak = [0, 0]
+
+    def sample():
+        while process.poll() is None:
+            total, largest = tree_rss(process.pid)
+            peak[0], peak[1] = max(peak[0], total), max(peak[1], largest)
+            time.sleep(0.1)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    out, err = process.communicate()
+    sampler.join()
+    if process.returncode:
+        raise SystemExit(f"{' '.join(argv)} failed:\n{err[-3000:]}")
+    return {"seconds": round(time.perf_counter() - start, 2), "peak_rss_mb": round(peak[0] / (1 << 20)),
+            "largest_process_rss_mb": round(peak[1] / (1 << 20)), "stdout": out.strip().splitlines()[-1][:300]}
+
+
+IN_MEMORY = """
+import sys
+from bert_keras import BertPreprocessor
+from bert_keras.pretraining import MaskingConfig, create_instances, read_documents, tokenize_documents, write_records
+corpus, vocab, out = sys.argv[1:4]
+pre = BertPreprocessor(vocab, lower_case=True)
+documents = tokenize_documents(read_documents([corpus]), pre)
+instances = create_instances(documents, list(pre.vocab), MaskingConfig(dupe_factor=1), 12345)
+write_records(instances, [f"{out}-{i:05d}-of-00008.tfrecord" for i in range(8)])
+print(instances.num_instances, "instances")
+"""
+
+
+def memory(sizes, vocab, workers, tmp, documents, bucket_mb) -> dict:
+    results = {}
+    for mb in sizes:
+        corpus = os.path.join(tmp, f"corpus_{mb}mb.txt")
+        n = write_copies(documents, corpus, mb)
+        argv = [sys.executable, "-m", "bert_keras_cli.main", "pretraining-data", corpus, "--out",
+                os.path.join(tmp, f"keyed_{mb}"), "--vocab", vocab, "--dupe-factor", "1", "--shards", "8",
+                "--workers", str(workers), "--bucket-mb", str(bucket_mb), "--quiet"]
+        r = measured(argv)
+        r.update(megabytes=round(os.path.getsize(corpus) / (1 << 20), 1), documents=n)
+        print("keyed", mb, "MB:", r, flush=True)
+        results[f"keyed_{mb}mb"] = r
+        if mb == min(sizes):
+            r = measured([sys.executable, "-c", IN_MEMORY, corpus, vocab, os.path.join(tmp, f"inmemory_{mb}")])
+            print("in-memory (before)", mb, "MB:", r, flush=True)
+            results[f"in_memory_{mb}mb"] = r
+        for f in pathlib.Path(tmp).glob("keyed_*"):
+            f.unlink()
+        for f in pathlib.Path(tmp).glob("inmemory_*"):
+            f.unlink()
+        os.remove(corpus)
+    small, large = results[f"keyed_{min(sizes)}mb"], results[f"keyed_{max(sizes)}mb"]
+    results["input_growth"] = round(large["megabytes"] / small["megabytes"], 2)
+    results["peak_rss_growth"] = round(large["peak_rss_mb"] / small["peak_rss_mb"], 3)
+    results["largest_process_rss_growth"] = round(large["largest_process_rss_mb"] / small["largest_process_rss_mb"], 3)
+    return results
+
+
+def speed(vocab, tmp, documents, workers, beam, megabytes, bucket_mb) -> dict:
+    from benchmark_pretraining_data import run_google
+    corpus = os.path.join(tmp, "speed.txt")
+    n_docs = write_copies(documents, corpus, megabytes)
+    results = {"corpus": f"WikiText-2 valid + test copies, {os.path.getsize(corpus) / (1 << 20):.1f} MB",
+               "documents": n_docs, "dupe_factor": 5, "bucket_mb": bucket_mb}
+    t = time.perf_counter()
+    _, instances, _ = run_google(corpus, vocab, 5, 12345, os.path.join(tmp, "google.tfrecord"))
+    seconds = time.perf_counter() - t
+    results["google_research"] = {"seconds": round(seconds, 2), "instances": instances,
+                                  "documents_per_s_per_worker": round(n_docs / seconds, 1)}
+    print("google", results["google_research"], flush=True)
+    # Ours in this process (TensorFlow loaded once, as google's side above), then the pool with its start-up.
+    from bert_keras import BertPreprocessor
+    from bert_keras.pretraining import MaskingConfig, create_pretraining_data
+    pre = BertPreprocessor(vocab, lower_case=True)
+    runs = [("local_1_worker", 1, None), *[(f"local_{w}_workers", w, None) for w in sorted({2, workers})]]
+    if beam:
+        runs.append(("beam_direct_2_workers", 2, "DirectRunner"))
+    for name, w, runner in runs:
+        t = time.perf_counter()
+        if runner:
+            from bert_keras.pretraining.beam import run_beam
+            result = run_beam([corpus], pre, os.path.join(tmp, name), 1, MaskingConfig(dupe_factor=5), 12345,
+                              bucket_mb=bucket_mb, runner=runner,
+                              pipeline_args=["--direct_running_mode=multi_processing", f"--direct_num_workers={w}"])
+        else:
+            result = create_pretraining_data([corpus], pre, os.path.join(tmp, name), 1, MaskingConfig(dupe_factor=5),
+                                             12345, workers=w, bucket_mb=bucket_mb)
+        seconds = time.perf_counter() - t
+        start = result.get("pool_start_s", 0.0)
+        results[name] = {"workers": w, "seconds": round(seconds, 2), "instances": result["instances"],
+                         "documents_per_s_per_worker": round(n_docs / seconds / w, 1),
+                         "pool_start_s": start,
+                         "documents_per_s_per_worker_after_start": round(n_docs / (seconds - start) / w, 1)}
+        print(name, results[name], flush=True)
+    outputs = {name: open(os.path.join(tmp, f"{name}-00000-of-00001.tfrecord"), "rb").read() for name, *_ in runs}
+    results["identical_bytes"] = len(set(outputs.values())) == 1
+    g = results["google_research"]["documents_per_s_per_worker"]
+    results["per_worker_vs_google"] = {name: round(results[name]["documents_per_s_per_worker"] / g, 2)
+                                       for name, *_ in runs}
+    one = results["local_1_worker"]["seconds"]
+    two = results["local_2_workers"]
+    results["two_workers_speedup"] = round(one / two["seconds"], 2)
+    results["two_workers_speedup_after_start"] = round(one / (two["seconds"] - two["pool_start_s"]), 2)
+    return results
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--sizes-mb", type=float, nargs="+", default=[40, 300])
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--beam", action="store_true", help="also time Beam's DirectRunner (needs the [beam] extra)")
+    p.add_argument("--skip-memory", action="store_true")
+    p.add_argument("--bucket-mb", type=float, default=16, help="bucket size of the memory runs")
+    p.add_argument("--speed-mb", type=float, default=2, help="corpus size of the speed runs")
+    p.add_argument("--speed-bucket-mb", type=float, default=0.5, help="bucket size of the speed runs")
+    p.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "pretraining_scale.json"))
+    args = p.parse_args(argv)
+    from bert_keras.atomic import write_json
+    from bert_keras.loading import bundled_minilm_folder
+    vocab = os.path.join(bundled_minilm_folder(), "vocab.txt")
+    documents = base_documents()
+    results = {"cpus": os.cpu_count(), "load_average_at_start": os.getloadavg()}
+    with tempfile.TemporaryDirectory() as tmp:
+        results["speed"] = speed(vocab, tmp, documents, args.workers, args.beam, args.speed_mb,
+                                 args.speed_bucket_mb)
+        write_json(args.out, results)
+        if not args.skip_memory:
+            results["memory"] = memory(args.sizes_mb, vocab, args.workers, tmp, documents,
+                                       args.bucket_mb)
+    results["load_average_at_end"] = os.getloadavg()
+    write_json(args.out, results)
+    print("wrote", args.out)
+
+
+if __name__ == "__main__":
+    main()
