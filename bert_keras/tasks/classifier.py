@@ -64,9 +64,12 @@ class BertClassifier(TaskModel):
     def classify(self, texts, texts_b=None) -> list[dict]:
         """For people: [{"label": name, "probability": p, "probabilities": {name: p}}] per text (regression:
         [{"score": s}]). `texts_b`: the second sentences of pairs."""
-        out = self.serve_numpy(*([texts] if texts_b is None else [texts, texts_b]))
-        if self.regression:
-            return [{"score": float(s)} for s in out["score"]]
-        return [{"label": label.decode(), "probability": float(p.max()),
-                 "probabilities": dict(zip(self.label_names, map(float, p)))}
-                for label, p in zip(out["label"], out["probabilities"])]
+        results = []
+        for out in self.serve_batches(*([texts] if texts_b is None else [texts, texts_b])):
+            if self.regression:
+                results += [{"score": float(s)} for s in out["score"]]
+                continue
+            results += [{"label": label.decode(), "probability": float(p.max()),
+                         "probabilities": dict(zip(self.label_names, map(float, p)))}
+                        for label, p in zip(out["label"], out["probabilities"])]
+        return results

@@ -56,7 +56,7 @@ class BertMultipleChoice(TaskModel):
 
     def choose(self, contexts, endings) -> list[dict]:
         """For people: [{"choice": index, "ending": text, "probability": p}] per context."""
-        out = self.serve_numpy(contexts, endings)
         return [{"choice": int(i), "ending": e.decode(), "probability": float(p[i])}
+                for out in self.serve_batches(contexts, endings)
                 for i, e, p in zip(out["prediction"], out["ending"], out["probabilities"])]
 

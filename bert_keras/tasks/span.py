@@ -95,7 +95,7 @@ class BertSpanLabeler(TaskModel):
     def answer(self, questions, contexts) -> list[dict]:
         """For people: [{"text", "start", "end" (characters of the context), "score"}] per question; "text" is
         "" and start/end -1 when there is no answer (SQuAD 2.0)."""
-        out = self.serve_numpy(questions, contexts)
         return [{"text": t.decode("utf-8", errors="replace"), "start": int(s), "end": int(e), "score": float(sc)}
+                for out in self.serve_batches(questions, contexts)
                 for t, s, e, sc in zip(out["answer"], out["start"], out["end"], out["score"])]
 
