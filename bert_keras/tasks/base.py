@@ -227,7 +227,9 @@ class TaskModel(keras.Model):
         (an evaluation every epoch reuses it). `run_traced` calls it with every dimension unknown."""
         name = f"_traced_{method}"
         if not hasattr(self, name):
-            setattr(self, name, tf.function(getattr(self, method), reduce_retracing=True))
+            # Plain graph code (tensor-dependent steps are tf ops already): autograph would rewrite the task's,
+            # TF.Text's and Keras' Python at every trace, which tripled a span labeler's first answer().
+            setattr(self, name, tf.function(getattr(self, method), reduce_retracing=True, autograph=False))
         return getattr(self, name)
 
     # ---- Keras plumbing ----------------------------------------------------------------------------------
