@@ -51,6 +51,8 @@ class ClassificationTask(Task):
                 "metrics": [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]}
 
     def evaluate(self, model, examples, batch_size):
-        logits = model.predict(self.inputs(examples)[0], batch_size=batch_size, verbose=0)
+        x = self.inputs(examples)[0]
+        logits = np.concatenate([out["logits"] for out in model.serve_batches(
+            *(x if isinstance(x, tuple) else (x,)), batch_size=batch_size)])
         predictions = logits[:, 0] if self.regression else logits.argmax(-1)
         return glue_metrics(self.name, [e.label for e in examples], predictions)

@@ -44,5 +44,6 @@ class MultipleChoiceTask(Task):
                 "metrics": [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]}
 
     def evaluate(self, model, examples, batch_size):
-        logits = model.predict(self.inputs(examples)[0], batch_size=batch_size, verbose=0)
+        logits = np.concatenate([out["logits"] for out in model.serve_batches(*self.inputs(examples)[0],
+                                                                                batch_size=batch_size)])
         return {"accuracy": accuracy([e.label for e in examples], logits.argmax(-1))}

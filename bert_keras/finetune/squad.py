@@ -12,7 +12,6 @@ import os
 
 import keras
 import numpy as np
-import tensorflow as tf
 
 from bert_keras.data import read_squad
 from bert_keras.finetune.base import Task
@@ -86,14 +85,16 @@ class SquadTask(Task):
 
     def predict(self, model, examples, batch_size) -> tuple[dict, dict]:
         """({qid: answer text}, {qid: null odds})."""
-        answer = model.traced("answer_tensors")
         predictions, null_odds = {}, {}
-        for i in range(0, len(examples), batch_size):
-            chunk = examples[i:i + batch_size]
-            out = answer(tf.constant([e.question for e in chunk]), tf.constant([e.context for e in chunk]))
-            for e, text, odds in zip(chunk, out["answer"].numpy(), out["null_odds"].numpy()):
-                predictions[e.qid] = text.decode("utf-8", errors="replace")
-                null_odds[e.qid] = float(odds)
+        answers = model.batched("answer_tensors", [e.question for e in examples], [e.context for e in examples],
+                                batch_size=batch_size)
+        texts, odds = [], []
+        for out in answers:
+            texts += out["answer"].tolist()
+            odds += out["null_odds"].tolist()
+        for e, text, o in zip(examples, texts, odds):
+            predictions[e.qid] = text.decode("utf-8", errors="replace")
+            null_odds[e.qid] = float(o)
         return predictions, null_odds
 
     def evaluate(self, model, examples, batch_size):

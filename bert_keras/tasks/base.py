@@ -62,6 +62,29 @@ def is_labelled(spec) -> bool:
         s.dtype == tf.string for s in tf.nest.flatten(spec[1]))
 
 
+def as_batch_input(x):
+    """A readable method's input -> what Dataset.from_tensor_slices takes: strings [N]; nested lists of strings
+    (endings per context, words per sentence) [N, C] when every row has the same length, else a RaggedTensor."""
+    if isinstance(x, (tf.Tensor, tf.RaggedTensor, np.ndarray)):
+        return x
+    x = list(x)
+    if x and isinstance(x[0], (list, tuple, np.ndarray)):
+        rows = [list(row) for row in x]
+        if len({len(row) for row in rows}) == 1 and rows[0]:
+            return tf.constant(rows, tf.string)               # endings [B, C]: one count for every example
+        return tf.ragged.constant(rows, tf.string, ragged_rank=1)
+    return tf.constant(x, tf.string) if x else tf.zeros([0], tf.string)
+
+
+def relaxed_spec(value):
+    """A tensor or RaggedTensor -> its TypeSpec with every dimension unknown (rank and dtype kept)."""
+    if isinstance(value, tf.RaggedTensor):
+        return tf.RaggedTensorSpec([None] * value.shape.rank, value.dtype, value.ragged_rank,
+                                   value.row_splits.dtype)
+    value = tf.convert_to_tensor(value)
+    return tf.TensorSpec([None] * value.shape.rank, value.dtype)
+
+
 class TaskModel(keras.Model):
     """The base of the task models: a functional model over a BertEncoder that also takes raw text.
 
@@ -190,17 +213,43 @@ class TaskModel(keras.Model):
         copy.set_weights(self.get_weights())
         return copy
 
+    predict_batch_size = 32          # examples per traced call of the readable methods (classify, answer, ...)
+
     def serve_numpy(self, *texts) -> dict:
-        """`serve` on Python/NumPy text, traced once per input structure; tensors back as NumPy."""
-        out = self.traced("serve")(*(tf.constant(t, tf.string) for t in texts))
+        """`serve` on Python/NumPy text as one batch, traced once per input structure; tensors back as NumPy."""
+        out = self.run_traced("serve", *(tf.constant(t, tf.string) for t in texts))
         return {k: v.numpy() for k, v in out.items()}
+
+    def serve_batches(self, *texts, batch_size: int | None = None):
+        """`serve` on Python/NumPy text, `batch_size` examples at a time (tf.data, prefetched): yields each
+        batch's answer tensors as NumPy, in order. One trace for every batch and every call."""
+        yield from self.batched("serve", *texts, batch_size=batch_size)
+
+    def batched(self, method: str, *inputs, batch_size: int | None = None):
+        """self.<method> over `inputs` (arrays, lists or RaggedTensors with one row per example; nested lists
+        become RaggedTensors), `batch_size` rows at a time through tf.data with prefetch; yields each batch's
+        outputs (a dict) as NumPy. The method is traced once per input signature with the batch (and every
+        other) dimension unknown, so neither the last smaller batch nor a second call traces again."""
+        ds = tf.data.Dataset.from_tensor_slices(tuple(as_batch_input(x) for x in inputs))
+        ds = ds.ragged_batch(batch_size or self.predict_batch_size).prefetch(tf.data.AUTOTUNE)
+        for batch in ds:
+            out = self.run_traced(method, *batch)
+            yield {k: v.numpy() if isinstance(v, tf.Tensor) else v for k, v in out.items()}
+
+    def run_traced(self, method: str, *args):
+        """self.<method>(*args) through `traced(method)`, on the trace whose signature is args' with every
+        dimension unknown (made once, then reused for any batch size and length)."""
+        function = self.traced(method)
+        return function.get_concrete_function(*(relaxed_spec(a) for a in args))(*args)
 
     def traced(self, method: str):
         """self.<method> as a tf.function kept on the model: traced once per input signature, not once per call
-        (an evaluation every epoch reuses it)."""
+        (an evaluation every epoch reuses it). `run_traced` calls it with every dimension unknown."""
         name = f"_traced_{method}"
         if not hasattr(self, name):
-            setattr(self, name, tf.function(getattr(self, method), reduce_retracing=True))
+            # Plain graph code (tensor-dependent steps are tf ops already): autograph would rewrite the task's,
+            # TF.Text's and Keras' Python at every trace, which tripled a span labeler's first answer().
+            setattr(self, name, tf.function(getattr(self, method), reduce_retracing=True, autograph=False))
         return getattr(self, name)
 
     # ---- Keras plumbing ----------------------------------------------------------------------------------

@@ -113,9 +113,12 @@ class BertClassifier(TaskModel):
             >>> model.classify(["what a film"])[0]["label"] in model.label_names      # doctest: +SKIP
             True
         """
-        out = self.serve_numpy(*([texts] if texts_b is None else [texts, texts_b]))
-        if self.regression:
-            return [{"score": float(s)} for s in out["score"]]
-        return [{"label": label.decode(), "probability": float(p.max()),
-                 "probabilities": dict(zip(self.label_names, map(float, p)))}
-                for label, p in zip(out["label"], out["probabilities"])]
+        results = []
+        for out in self.serve_batches(*([texts] if texts_b is None else [texts, texts_b])):
+            if self.regression:
+                results += [{"score": float(s)} for s in out["score"]]
+                continue
+            results += [{"label": label.decode(), "probability": float(p.max()),
+                         "probabilities": dict(zip(self.label_names, map(float, p)))}
+                        for label, p in zip(out["label"], out["probabilities"])]
+        return results

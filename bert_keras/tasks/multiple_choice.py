@@ -93,7 +93,7 @@ class BertMultipleChoice(TaskModel):
             >>> model.choose(["She opened the door"], [["and walked in.", "of cheese."]])   # doctest: +SKIP
             [{'choice': 0, 'ending': 'and walked in.', 'probability': 0.93}]
         """
-        out = self.serve_numpy(contexts, endings)
         return [{"choice": int(i), "ending": e.decode(), "probability": float(p[i])}
+                for out in self.serve_batches(contexts, endings)
                 for i, e, p in zip(out["prediction"], out["ending"], out["probabilities"])]
 

@@ -149,7 +149,7 @@ class BertSpanLabeler(TaskModel):
             >>> model.answer(["Who wrote it?"], ["Ada Lovelace wrote it."])[0]["text"]      # doctest: +SKIP
             'Ada Lovelace'
         """
-        out = self.serve_numpy(questions, contexts)
         return [{"text": t.decode("utf-8", errors="replace"), "start": int(s), "end": int(e), "score": float(sc)}
+                for out in self.serve_batches(questions, contexts)
                 for t, s, e, sc in zip(out["answer"], out["start"], out["end"], out["score"])]
 

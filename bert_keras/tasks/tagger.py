@@ -144,14 +144,29 @@ class BertTagger(TaskModel):
             >>> model.tag_words([["Ada", "Lovelace", "wrote", "it"]])       # doctest: +SKIP
             [['B-PER', 'I-PER', 'O', 'O']]
         """
-        predictions = []
-        for i in range(0, len(words), batch_size):
-            chunk = tf.ragged.constant([list(w) for w in words[i:i + batch_size]], tf.string)
-            x, _, word_index = tag_inputs(self.require_preprocessor(), chunk)
-            best = np.asarray(self(x, training=False)).argmax(-1)
-            for row_best, row_words in zip(best, word_index.numpy()):
-                predictions.append({w: self.label_names[b] for w, b in zip(row_words, row_best) if w != IGNORE})
-        return [[found.get(i, "O") for i in range(len(w))] for found, w in zip(predictions, words)]
+        rows = [list(w) for w in words]
+        flat = [w for row in rows for w in row]
+        ragged = tf.RaggedTensor.from_row_lengths(tf.constant(flat, tf.string, shape=[len(flat)]),
+                                                  tf.constant([len(row) for row in rows], tf.int64))
+        names = np.array(list(self.label_names) + ["O"], object)          # label id -1 (no piece) reads "O"
+        predicted = []
+        for out in self.batched("_word_label_ids", ragged, batch_size=batch_size):
+            labels = names[out["label_ids"]].tolist()
+            ends = np.cumsum(out["row_lengths"])
+            predicted += [labels[end - n:end] for n, end in zip(out["row_lengths"], ends)]
+        return predicted
+
+    def _word_label_ids(self, words) -> dict:
+        """words [B, (words)] -> {"label_ids": [words in the batch] int32, each word's first piece's best label
+        (-1 for a word with no piece in the sequence), "row_lengths": [B] int64}, in-graph."""
+        x, _, word_index = tag_inputs(self.require_preprocessor(), words)
+        best = tf.argmax(self(x, training=False), axis=-1, output_type=tf.int32)            # [B, L]
+        first = word_index >= 0
+        where = tf.where(first)                                                             # [words kept, 2]
+        flat = tf.gather(words.row_splits, where[:, 0]) + tf.cast(tf.boolean_mask(word_index, first), tf.int64)
+        label_ids = tf.tensor_scatter_nd_update(tf.fill(tf.shape(words.flat_values, out_type=tf.int64), -1),
+                                                flat[:, None], tf.boolean_mask(best, first))
+        return {"label_ids": label_ids, "row_lengths": words.row_lengths()}
 
     def serve(self, text) -> dict:
         """text [B] -> per WordPiece: "tokens", "labels" [B, T] strings, "start", "end" [B, T] character offsets,
@@ -184,8 +199,8 @@ class BertTagger(TaskModel):
             >>> model.entities(["Ada Lovelace wrote it."])          # doctest: +SKIP
             [[(0, 12, 'PER', 'Ada Lovelace')]]
         """
-        out = self.serve_numpy(texts)
         return [[(int(s), int(e), t.decode(), x.decode()) for s, e, t, x in zip(*row) if s >= 0]
+                for out in self.serve_batches(texts)
                 for row in zip(out["entity_start"], out["entity_end"], out["entity_type"], out["entity_text"])]
 
 
