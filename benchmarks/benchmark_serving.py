@@ -26,6 +26,13 @@ One run, one process (PyTorch in the same process):
   with the accuracy of each precision's SavedModel on the labelled sentences and its drop from fp32 ("accuracy";
   meaningful with a fine-tuned --model), and whether the CPU has the instructions ("cpu_flags",
   "precision_native").
+- ours_xla: the same model through `bert-keras export --xla` (savedmodels/xla.py: encoder + head in one jit_compile
+  function on length buckets 16/32/64/128/max and batch sizes 1-32), on the same session path with XLA:CPU on
+  (SessionBundle(xla_cpu_compilation_enabled=True), TF Serving's --xla_cpu_compilation_enabled=true), its warm-up
+  records replayed first as the server does at load ("xla": records, seconds, compilations). Then the first
+  request of shapes the warm-up did not send (batch 3, 5, 12, 20 and other lengths, inside the buckets) against
+  the median of its next 5: XLA's compilations are counted from its module dumps (XLA_FLAGS=--xla_dump_to), and
+  should not grow ("new_shape_first_request").
 - matmul_floor: the export's dense matmuls and nothing else, at each batch's real token counts (benchmarks/matmul_floor.py):
   what ours would reach if every other op cost nothing; "matmul_floor_over_onnxruntime" < 1 means no graph
   overhead removed could catch ORT with TensorFlow's matmul kernels.
@@ -301,11 +308,67 @@ def garden_export(model, fixed, path: str) -> str | None:
     return out
 
 
+def xla_compiles(work: str) -> int:
+    """XLA compilations so far in this process: one module dump each (XLA_FLAGS=--xla_dump_to, set in main)."""
+    folder = os.path.join(work, "xla_dump")
+    return sum(n.endswith(".before_optimizations.txt") for n in os.listdir(folder)) if os.path.isdir(folder) else 0
+
+
+def xla_peer(model, work: str, peers: dict, texts: list[str]) -> dict:
+    """Exports `model` with --xla, loads it on the session path with XLA:CPU on, replays its warm-up records (as
+    TF Serving at load), adds it to `peers` as "ours_xla"; then times the first request of shapes the warm-up did
+    not send against the median of the next 5, counting XLA compilations."""
+    import numpy as np
+
+    from savedmodels.export import export_task_model
+    from savedmodels.session_bundle import SessionBundle
+    from savedmodels.xla import XlaShapes
+    shapes = XlaShapes.for_model(model)
+    path = export_task_model(model, work, "ours_xla", keras_file=False, xla=shapes)
+    bundle = SessionBundle(path, xla_cpu_compilation_enabled=True)
+    start = time.perf_counter()
+    records = bundle.warmup()
+    report = {"lengths": list(shapes.lengths), "batch_sizes": list(shapes.batch_sizes), "warmup_records": records,
+              "warmup_seconds": time.perf_counter() - start, "compilations_after_warmup": xla_compiles(work)}
+    run = served(bundle)
+    peers["ours_xla"] = run
+    print(f"ours_xla: {records} warm-up records in {report['warmup_seconds']:.1f} s, "
+          f"{report['compilations_after_warmup']} XLA compilations", flush=True)
+    by_length = sorted(texts, key=len)
+    firsts = []
+    for batch, where in ((3, 0.5), (5, 0.9), (12, 0.99), (20, 0.2), (1, 1.0)):
+        i = min(int(where * len(by_length)), len(by_length) - batch)
+        sample = by_length[i:i + batch]
+        before = xla_compiles(work)
+        t = time.perf_counter()
+        run(sample)
+        first = time.perf_counter() - t
+        after = xla_compiles(work)
+        repeats = []
+        for _ in range(5):
+            t = time.perf_counter()
+            run(sample)
+            repeats.append(time.perf_counter() - t)
+        packed = model.preprocessor(sample)["input_word_ids"].shape
+        firsts.append({"batch": batch, "packed_length": int(packed[1]), "first_ms": 1000 * first,
+                       "median_next_5_ms": 1000 * statistics.median(repeats),
+                       "first_over_median": first / statistics.median(repeats), "new_compilations": after - before})
+        print(f"ours_xla new shape batch {batch} length {packed[1]}: first {1000 * first:.1f} ms, then "
+              f"{1000 * statistics.median(repeats):.1f} ms, {after - before} new compilations", flush=True)
+    report["new_shape_first_request"] = firsts
+    report["new_compilations_after_warmup"] = sum(f["new_compilations"] for f in firsts)
+    sample = texts[:64]
+    report["max_probability_difference_vs_ours"] = float(np.abs(run(sample) - peers["ours"](sample)).max())
+    return report
+
+
 def main(argv=None) -> None:
     """Runs the benchmark; its exports (and ONNX files, ~110 MB for MiniLM) live in a temporary folder removed at
     the end."""
     import shutil
     work = tempfile.mkdtemp(prefix="benchmark_serving_")
+    # Count XLA compilations from XLA's module dumps (set before TensorFlow loads; only ours_xla compiles).
+    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} --xla_dump_to={os.path.join(work, 'xla_dump')}"
     try:
         _main(argv, work)
     finally:
@@ -320,6 +383,7 @@ def _main(argv, work: str) -> None:
     p.add_argument("--seconds", type=float, default=20.0, help="time budget per measurement (default 20)")
     p.add_argument("--quick", action="store_true", help="3 s per measurement, 20 gRPC requests per client")
     p.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "serving.json"))
+    p.add_argument("--skip", default="", help="comma-separated rows to leave out (e.g. garden128,ours_int8,torch)")
     args = p.parse_args(argv)
     budget = 3.0 if args.quick else args.seconds
 
@@ -333,6 +397,8 @@ def _main(argv, work: str) -> None:
     from savedmodels.precision import PRECISIONS, cpu_flags, cpu_support, with_precision
     from savedmodels.session_bundle import SessionBundle
 
+    skip = set(filter(None, args.skip.split(",")))
+    load_before = os.getloadavg()
     texts, source, labels = sentences_from(args.sentences)
     model, pre, hf_folder = build(args.model)
     threads = tf.config.threading.get_intra_op_parallelism_threads() or os.cpu_count()
@@ -341,17 +407,20 @@ def _main(argv, work: str) -> None:
     fixed_path = export_task_model(model.with_preprocessor(fixed), work, "fixed128", keras_file=False)
     exports = [("ours", ours_path), ("fixed128", fixed_path)]
     for kind in PRECISIONS[1:]:                       # the same model exported in bf16 and int8 (export --precision)
+        if f"ours_{kind}" in skip:
+            continue
         exports.append((f"ours_{kind}", export_task_model(with_precision(model, kind), work, f"ours_{kind}",
                                                           keras_file=False)))
-    garden_path = garden_export(model, fixed, work)
+    garden_path = garden_export(model, fixed, work) if "garden128" not in skip else None
     if garden_path:
         exports.append(("garden128", garden_path))
     peers = {name: served(SessionBundle(path)) for name, path in exports}
+    xla_report = xla_peer(model, work, peers, texts) if "ours_xla" not in skip else None
     garden_agreement = (float(np.abs(peers["ours"](texts[:32]) - peers["garden128"](texts[:32])).max())
                         if garden_path else None)
     # Accuracy of each precision on the labelled sentences, through its SavedModel on the session path.
     accuracy = {}
-    for name in ["ours"] + [f"ours_{kind}" for kind in PRECISIONS[1:]]:
+    for name in [n for n in ["ours"] + [f"ours_{kind}" for kind in PRECISIONS[1:]] + ["ours_xla"] if n in peers]:
         predicted = np.concatenate([peers[name](texts[i:i + 64]).argmax(-1) for i in range(0, len(texts), 64)])
         accuracy[name] = float((predicted == np.array(labels)).mean())
         if name != "ours":
@@ -362,8 +431,8 @@ def _main(argv, work: str) -> None:
     if hf:
         check_tokenizer(hf[0], pre, texts[:max(batch_sizes)])
     torch_run = torch_peer(*hf) if hf else None
-    onnx = onnx_peers(*hf, threads, work) if hf else None
-    if torch_run:
+    onnx = onnx_peers(*hf, threads, work) if hf and "onnxruntime" not in skip else None
+    if torch_run and "torch" not in skip:
         peers["torch"] = torch_run
         sample = texts[:32]
         agreement = float(np.abs(peers["ours"](sample) - torch_run(sample)).max())
@@ -397,15 +466,20 @@ def _main(argv, work: str) -> None:
                 row[name] = throughput(fn, texts, batch, budget)
             print(f"batch {batch:>3} {name:<16} {row[name]:8.1f} sentences/s", flush=True)
         row["ours_over_fixed128"] = row["ours"] / row["fixed128"]
+        if "ours_xla" in row:
+            row["ours_xla_over_ours"] = row["ours_xla"] / row["ours"]
         row["ours_over_matmul_floor"] = row["ours"] / row["matmul_floor"]
         if "garden128" in row:
             row["ours_over_garden128"] = row["ours"] / row["garden128"]
         for peer in ("torch", "onnxruntime", "onnxruntime_int8"):
             if peer in row:
-                for ours in ["ours"] + [f"ours_{kind}" for kind in PRECISIONS[1:]]:
+                for ours in [n for n in ["ours"] + [f"ours_{kind}" for kind in PRECISIONS[1:]] + ["ours_xla"]
+                             if n in row]:
                     row[f"{ours}_over_{peer}"] = row[ours] / row[peer]
                 # and at ours' own thread count, which the best-of above need not be
                 row[f"ours_over_{peer}_threads_{threads}"] = row["ours"] / row[f"{peer}_threads_{threads}"]
+                if "ours_xla" in row:
+                    row[f"ours_xla_over_{peer}_threads_{threads}"] = row["ours_xla"] / row[f"{peer}_threads_{threads}"]
                 row[f"matmul_floor_over_{peer}"] = row["matmul_floor"] / row[peer]
     requests = 20 if args.quick else 100
     latency = grpc_latency(os.path.join(work, "ours"), "ours", texts, clients=8, requests=requests)
@@ -420,11 +494,14 @@ def _main(argv, work: str) -> None:
     report = {"benchmark": "serving", "sentences": source, "num_sentences": len(texts),
               "mean_words": float(np.mean([len(t.split()) for t in texts])), "model": args.model or "all-MiniLM-L6-v2",
               "throughput_sentences_per_second": results, "grpc": latency, "grpc_batched": batched,
-              "accuracy": accuracy,
+              "accuracy": accuracy, "xla": xla_report,
+              "load_average": {"before": load_before, "after": os.getloadavg(),
+                               "note": "a shared host (about 7 other workers on its 2 cores): compare the ratios "
+                                       "within this run, not the absolute figures across runs"},
               "cpu_flags": sorted(cpu_flags() & {"avx2", "avx512f", "avx512_bf16", "amx_bf16", "avx512_vnni",
                                                  "avx_vnni", "amx_int8"}),
               "precision_native": {kind: cpu_support(kind) for kind in PRECISIONS},
-              "max_probability_difference_vs_torch": agreement if torch_run else None,
+              "max_probability_difference_vs_torch": agreement if "torch" in peers else None,
               "max_probability_difference_vs_garden128": garden_agreement, "onnxruntime": onnx_report,
               "host": {"cpus": os.cpu_count(), "threads": threads, "python": platform.python_version(),
                        "tensorflow": tf.__version__}, "seconds_per_measurement": budget}

@@ -226,7 +226,8 @@ def cmd_export(args) -> None:
     from savedmodels.export import export_for_serving
     try:
         model = load_task_model(args.model)
-        written = export_for_serving(model, args.base_path, args.name, args.version, args.precision)
+        written = export_for_serving(model, args.base_path, args.name, args.version, args.precision,
+                                     xla=args.xla)
     except (FileNotFoundError, FileExistsError, TypeError, ValueError) as e:
         raise CommandError(str(e)) from None
     print(f"wrote {written.version} (SavedModel, {type(model).__name__} signatures; the op check passed for stock "
@@ -264,7 +265,8 @@ def cmd_serve(args) -> None:
         if args.enable_batching:
             batching = (BatchingParameters.read(args.batching_parameters_file) if args.batching_parameters_file
                         else BatchingParameters())
-        server, port = start_server(models, port=args.port, batching=batching)
+        server, port = start_server(models, port=args.port, batching=batching,
+                                    xla_cpu_compilation_enabled=args.xla_cpu_compilation_enabled)
     except (FileNotFoundError, RuntimeError, ValueError) as e:
         raise CommandError(str(e)) from None
     print(f"serving {', '.join(models)} on 127.0.0.1:{port} (TF Serving's gRPC protocol and load path, the newest "
@@ -299,6 +301,15 @@ def cmd_predict(args) -> None:
         raise CommandError(f"{e.code().name}: {e.details()} (server {args.server}, model {args.model_name})") from None
     print(json.dumps({k: (np.char.decode(v.astype(bytes), "utf-8", "replace") if v.dtype == object else v).tolist()
                       for k, v in out.items()}, ensure_ascii=False))
+
+
+def _flag_value(text: str) -> bool:
+    """A TF Serving style boolean flag value: --flag, --flag=true, --flag=false."""
+    if text.lower() in ("true", "1", "yes"):
+        return True
+    if text.lower() in ("false", "0", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
 def add_model_flags(p, model_help: str) -> None:
@@ -432,6 +443,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="bf16: bfloat16 weights and matmuls (AVX512_BF16/AMX CPUs); int8: int8 weights, dynamic "
                         "activation quantization (a quarter of the bytes, but slower than fp32 on TensorFlow's "
                         "CPU kernels); same signatures and op check")
+    p.add_argument("--xla", action="store_true",
+                   help="encoder + head in one XLA-compiled function on padded shapes (length buckets 16/32/64/128/"
+                        "max, batch sizes 1-32), warm-up for each; serve with --xla_cpu_compilation_enabled=true "
+                        "(docs/xla-serving.md)")
     p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("export-hub", help="write an encoder as TF Hub-style preprocessor + encoder SavedModels")
@@ -448,6 +463,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batching_parameters_file", "--batching-parameters-file",
                    help="TF Serving's BatchingParameters text proto (bert-keras export writes one beside "
                         "models.config)")
+    p.add_argument("--xla_cpu_compilation_enabled", "--xla-cpu-compilation-enabled", nargs="?", const=True,
+                   default=False, type=_flag_value, metavar="true|false",
+                   help="serve XLA exports (bert-keras export --xla), as tensorflow_model_server "
+                        "--xla_cpu_compilation_enabled=true; without it they are refused")
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("predict", help="send raw text to a TF Serving model over gRPC")

@@ -11,14 +11,18 @@ The model carries all it needs: its preprocessor (vocab, casing, lengths), label
   method names (method_names.py).
 - assets.extra/tf_serving_warmup_requests: one real PredictRequest per signature with text inputs, which TF Serving
   replays at load so the first user request does not pay for tracing.
+- `xla` (savedmodels/xla.py): the encoder + head in one jit_compile function on padded (length, batch) shapes,
+  warm-up records for every such shape, and `allowed_batch_sizes` to match in batching_parameters.txt.
 - The op check (ops.py) runs on the written graph: an op outside TF core + the TF.Text of the oldest stock server
   we support is an error before the version is published.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
+import warnings
 
 import tensorflow as tf
 
@@ -54,23 +58,23 @@ def next_version(model_dir: str) -> int:
     return max(numeric_versions(model_dir), default=0) + 1
 
 
-def _warmup_records(path: str, model_name: str, signatures: list) -> None:
+def _warmup_records(path: str, model_name: str, requests: list[tuple[str, dict]]) -> None:
+    """One PredictionLog record per (signature name, {input: strings}) request."""
     from tensorflow_serving.apis import model_pb2, predict_pb2, prediction_log_pb2
     with tf.io.TFRecordWriter(path) as writer:
-        for s in signatures:
-            if not s.warmup:
-                continue
+        for name, inputs in requests:
             request = predict_pb2.PredictRequest(model_spec=model_pb2.ModelSpec(name=model_name,
-                                                                                  signature_name=s.name))
-            for key, value in s.warmup.items():
+                                                                                  signature_name=name))
+            for key, value in inputs.items():
                 request.inputs[key].CopyFrom(tf.make_tensor_proto(value, dtype=tf.string))
             log = prediction_log_pb2.PredictionLog(predict_log=prediction_log_pb2.PredictLog(request=request))
             writer.write(log.SerializeToString())
 
 
 def export_task_model(model, base_path: str, model_name: str, version: int | None = None,
-                      keras_file: bool = True) -> str:
-    """Writes the version folder (and model.keras beside it); returns the version folder's path."""
+                      keras_file: bool = True, xla=None) -> str:
+    """Writes the version folder (and model.keras beside it); returns the version folder's path. `xla`: an
+    xla.XlaShapes for the XLA export (None: the default export)."""
     model_dir = os.path.join(base_path, model_name)
     os.makedirs(model_dir, exist_ok=True)
     version = version or next_version(model_dir)
@@ -78,15 +82,24 @@ def export_task_model(model, base_path: str, model_name: str, version: int | Non
     if os.path.exists(final):
         raise FileExistsError(f"{final} exists: TF Serving versions are immutable, choose another --version")
     signatures = task_signatures(model)
-    functions = {s.name: tf.function(s.function, input_signature=s.specs).get_concrete_function()
-                 for s in signatures}
+    requests = [(s.name, s.warmup) for s in signatures if s.warmup]
+    compiled = contextlib.nullcontext()
+    if xla is not None:
+        from savedmodels.xla import compiled_inference, warmup_inputs
+        default = next(s for s in signatures if s.name == "serving_default")
+        requests += [("serving_default", inputs)
+                     for inputs in warmup_inputs(model, [spec.name for spec in default.specs], xla)]
+        compiled = compiled_inference(model, xla)
+    with compiled:
+        functions = {s.name: tf.function(s.function, input_signature=s.specs).get_concrete_function()
+                     for s in signatures}
     methods = {s.name: s.method for s in signatures if s.method != sig.PREDICT}
 
     def finish(folder):
         if methods:
             set_method_names(folder, methods)
         os.makedirs(os.path.join(folder, "assets.extra"), exist_ok=True)
-        _warmup_records(os.path.join(folder, "assets.extra", "tf_serving_warmup_requests"), model_name, signatures)
+        _warmup_records(os.path.join(folder, "assets.extra", "tf_serving_warmup_requests"), model_name, requests)
 
     save_servable(final, functions, finish=finish)     # temp name ".N.partial-*": not numeric, TF Serving skips it
     if keras_file:
@@ -98,9 +111,16 @@ def export_task_model(model, base_path: str, model_name: str, version: int | Non
 def write_batching_parameters(base_path: str, params=None) -> str:
     """`batching_parameters.txt` for `tensorflow_model_server --enable_batching --batching_parameters_file`:
     tuned on 2 CPU cores for single-sentence requests from a few concurrent clients (benchmarks/benchmark_serving.py
-    measures it); an existing file (the operator's own) is left as it is."""
+    measures it); an existing file (the operator's own) is left as it is, with a warning when `params` asks for
+    allowed_batch_sizes it does not have."""
     from savedmodels.batching import BatchingParameters
     path = os.path.join(base_path, "batching_parameters.txt")
+    if os.path.exists(path) and params is not None and params.allowed_batch_sizes:
+        have = BatchingParameters.read(path).allowed_batch_sizes
+        if have != params.allowed_batch_sizes:
+            warnings.warn(f"{path} is kept as it is: its allowed_batch_sizes {list(have)} are not the XLA export's "
+                          f"{list(params.allowed_batch_sizes)} (the export pads batches to those in-graph anyway); "
+                          "delete the file to have them written", stacklevel=3)
     if not os.path.exists(path):
         params = params or BatchingParameters(max_batch_size=8, batch_timeout_micros=2000,
                                               num_batch_threads=2, max_enqueued_batches=100)
@@ -131,6 +151,7 @@ class ServingExport:
         model_names: every model the models.config lists (each model folder under the base path).
         batchable: False for span models: their per-window outputs do not have the batch as dimension 0, which
             TF Serving's `--enable_batching` requires of every output.
+        xla: an XLA export, which the server runs only with `--xla_cpu_compilation_enabled=true`.
     """
     version: str
     keras_file: str
@@ -138,18 +159,20 @@ class ServingExport:
     batching_parameters: str
     model_names: tuple
     batchable: bool = True
+    xla: bool = False
 
     def serve_command(self, image: str = "tensorflow/serving:2.19.0") -> str:
         """The `docker run` line that serves the base path (with server-side batching where the model allows it)."""
         base = os.path.abspath(os.path.dirname(self.models_config))
         batching = (" --enable_batching --batching_parameters_file=/models/batching_parameters.txt"
                     if self.batchable else "")
+        xla = " --xla_cpu_compilation_enabled=true" if self.xla else ""
         return (f"docker run -p 8500:8500 -p 8501:8501 -v {base}:/models {image} "
-                f"--model_config_file=/models/models.config{batching}")
+                f"--model_config_file=/models/models.config{batching}{xla}")
 
 
 def export_for_serving(model, base_path: str, model_name: str, version: int | None = None,
-                       precision: str = "fp32") -> ServingExport:
+                       precision: str = "fp32", xla=False) -> ServingExport:
     """Writes a task model as a TF Serving model under `base_path`, with everything the server needs beside it.
 
     One sequence for the command line, the demo and the notebook: the version folder (atomic, op-checked,
@@ -162,6 +185,8 @@ def export_for_serving(model, base_path: str, model_name: str, version: int | No
         model_name: the model's name in TF Serving (its folder under `base_path`).
         version: the version number; None takes the next free one.
         precision: "fp32", "bf16" or "int8" (savedmodels.precision).
+        xla: True for the XLA export (savedmodels/xla.py: length buckets 16, 32, 64, 128 and the longest, batch
+            sizes 1, 2, 4, 8, 16, 32), or an xla.XlaShapes for other buckets; False for the default export.
 
     Returns:
         ServingExport with the written paths.
@@ -172,9 +197,17 @@ def export_for_serving(model, base_path: str, model_name: str, version: int | No
     """
     from bert_keras.tasks import BertSpanLabeler
     from savedmodels.precision import with_precision
-    path = export_task_model(with_precision(model, precision), base_path, model_name, version)
+    shapes, batching = None, None
+    if xla:
+        from savedmodels.batching import BatchingParameters
+        from savedmodels.xla import XlaShapes
+        shapes = xla if isinstance(xla, XlaShapes) else XlaShapes.for_model(model)
+        batching = BatchingParameters(max_batch_size=shapes.batch_sizes[-1], batch_timeout_micros=2000,
+                                      num_batch_threads=2, max_enqueued_batches=100,
+                                      allowed_batch_sizes=shapes.batch_sizes)
+    path = export_task_model(with_precision(model, precision), base_path, model_name, version, xla=shapes)
     names = tuple(sorted(d for d in os.listdir(base_path) if numeric_versions(os.path.join(base_path, d))))
     return ServingExport(version=path, keras_file=os.path.join(base_path, model_name, "model.keras"),
                          models_config=write_models_config(base_path, list(names)),
-                         batching_parameters=write_batching_parameters(base_path), model_names=names,
-                         batchable=not isinstance(model, BertSpanLabeler))
+                         batching_parameters=write_batching_parameters(base_path, batching), model_names=names,
+                         batchable=not isinstance(model, BertSpanLabeler), xla=shapes is not None)

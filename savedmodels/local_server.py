@@ -16,6 +16,8 @@ version, in the same order, so an export that passes here passes there:
   RPCs      Predict, Classify, Regress and GetModelMetadata, with TF Serving's status codes and messages.
   batching  with `batching` (batching.BatchingParameters, TF Serving's --enable_batching
             --batching_parameters_file), concurrent requests to a signature run as one batch (batching.py).
+  XLA       an XLA export (`bert-keras export --xla`) is served only with `xla_cpu_compilation_enabled`
+            (--xla_cpu_compilation_enabled=true), else refused at load with the fix in the reason.
 It is not a production server: no REST, no model config reloads.
 
     server, port = start_server({"sst2": "serving/sst2"})
@@ -53,8 +55,9 @@ class ModelVersions:
     """One model: the version it serves, the next one loading, the refused ones."""
 
     def __init__(self, name: str, base_path: str, max_load_retries: int = 5, retry_seconds: float = 60.0,
-                 batching=None):
+                 batching=None, xla_cpu_compilation_enabled: bool = False):
         self.name, self.base_path, self.batching = name, base_path, batching
+        self.xla_cpu_compilation_enabled = xla_cpu_compilation_enabled
         self.max_load_retries, self.retry_seconds = max_load_retries, retry_seconds
         self.current: _Version | None = None
         self._lock = threading.Lock()                             # guards current and the users counts
@@ -64,7 +67,8 @@ class ModelVersions:
     def _load(self, number: int) -> _Version:
         path = os.path.join(self.base_path, str(number))
         started = time.perf_counter()
-        bundle = SessionBundle(path, batching=self.batching)
+        bundle = SessionBundle(path, batching=self.batching,
+                               xla_cpu_compilation_enabled=self.xla_cpu_compilation_enabled)
         try:
             replayed = bundle.warmup()
         except LoadError:
@@ -231,9 +235,12 @@ class LocalServer:
 
 
 def start_server(models: dict[str, str], port: int = 0, workers: int = 8, poll_seconds: float = 1.0,
-                 max_load_retries: int = 5, retry_seconds: float = 60.0, batching=None):
+                 max_load_retries: int = 5, retry_seconds: float = 60.0, batching=None,
+                 xla_cpu_compilation_enabled: bool = False):
     """Serves {model name: base path} on 127.0.0.1; returns (LocalServer, bound port). Stop with server.stop().
     `batching`: batching.BatchingParameters for every model (TF Serving's --enable_batching), or None.
+    `xla_cpu_compilation_enabled`: serve XLA exports (TF Serving's --xla_cpu_compilation_enabled=true); without
+    it they are refused at load with the reason and this fix.
 
     Like tensorflow_model_server at start-up, each model's newest version must load (FileNotFoundError without a
     numeric version folder, RuntimeError with the reason if it is refused); later versions are picked up by
@@ -245,7 +252,8 @@ def start_server(models: dict[str, str], port: int = 0, workers: int = 8, poll_s
             if not versions:
                 raise FileNotFoundError(f"{base_path} has no numeric version folder (expected {base_path}/1/...): "
                                         "export one with `bert-keras export`")
-            model = ModelVersions(name, base_path, max_load_retries, retry_seconds, batching)
+            model = ModelVersions(name, base_path, max_load_retries, retry_seconds, batching,
+                                  xla_cpu_compilation_enabled)
             loaded[name] = model
             newest = versions[-1]
             try:

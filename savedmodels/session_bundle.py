@@ -17,6 +17,12 @@ the input rather than an error from inside the graph.
     bundle = SessionBundle("serving/sst2/3")        # raises LoadError (with the reason) if it cannot load
     response = bundle.predict(predict_request)      # raises ServingError(code, message)
     bundle.warmup()                                 # replays assets.extra/tf_serving_warmup_requests
+
+An XLA export (savedmodels/xla.py: functions marked `_XlaMustCompile`) loads only with
+`xla_cpu_compilation_enabled=True`, as tensorflow_model_server runs one only with --xla_cpu_compilation_enabled=true
+(without it the server calls tensorflow::DisableXlaCompilation() and the first compilation, a warm-up request's,
+fails with "XLA compilation disabled"). Enabled, nothing else is needed: TensorFlow's Session runs a
+jit_compile function through XLA:CPU, compiled once per input shape.
 """
 
 from __future__ import annotations
@@ -57,10 +63,20 @@ def _first_line(error: Exception) -> str:
 class SessionBundle:
     """A SavedModel version in its own graph and session; thread-safe (Session.run is)."""
 
-    def __init__(self, path: str, session_config: tf.compat.v1.ConfigProto | None = None, batching=None):
+    def __init__(self, path: str, session_config: tf.compat.v1.ConfigProto | None = None, batching=None,
+                 xla_cpu_compilation_enabled: bool = False):
         """`batching`: a batching.BatchingParameters to batch concurrent requests server-side (None: each request
-        runs on its own, TF Serving's default)."""
+        runs on its own, TF Serving's default). `xla_cpu_compilation_enabled`: serve XLA exports (else they are
+        refused with LoadError, as the model server without --xla_cpu_compilation_enabled=true refuses them)."""
         self.path = path
+        if not xla_cpu_compilation_enabled:
+            from savedmodels.xla import must_compile_functions, refusal
+            try:
+                compiled = must_compile_functions(path)
+            except OSError:
+                compiled = []                     # no saved_model.pb: the loader below says so
+            if compiled:
+                raise LoadError(refusal(path, compiled))
         self.graph = tf.Graph()
         self.session = tf.compat.v1.Session(graph=self.graph, config=session_config)
         try:

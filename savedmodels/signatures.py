@@ -61,7 +61,7 @@ def classification(model) -> list[Signature]:
 
     signatures = [
         Signature("serving_default", serve, [text(k) for k in keys], warmup={k: WARMUP_TEXTS for k in keys}),
-        Signature("from_ids", lambda ids: model.decode(tf.cast(model(ids, training=False), tf.float32)), [IDS]),
+        Signature("from_ids", lambda ids: model.decode(tf.cast(model.inference(ids), tf.float32)), [IDS]),
     ]
     if model.regression:
         signatures.append(Signature("regress", lambda inputs: {"outputs": from_examples(inputs)["score"]},

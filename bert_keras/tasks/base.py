@@ -127,6 +127,12 @@ class TaskModel(keras.Model):
         """Raw text tensors -> answer tensors: what the export's serving_default returns."""
         raise NotImplementedError
 
+    def inference(self, ids):
+        """The model on an id batch in inference mode: what `serve` (and so every serving signature) runs between
+        preprocessing and decoding. An export may shadow it on the instance, e.g. with a shape-bucketed,
+        XLA-compiled call (savedmodels/xla.py)."""
+        return self(ids, training=False)
+
     def batch(self, ds: tf.data.Dataset, batch_size: int, drop_remainder: bool) -> tf.data.Dataset:
         """Unbatched (x, y) or x elements -> batches of raw inputs."""
         return ds.batch(batch_size, drop_remainder=drop_remainder)

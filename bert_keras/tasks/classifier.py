@@ -86,7 +86,7 @@ class BertClassifier(TaskModel):
     def serve(self, *texts) -> dict:
         """texts: [B] strings (one per segment) -> {"logits", "probabilities" [B, C], "label_id" [B] int64,
         "label" [B] string}, or for regression {"logits" [B, 1], "score" [B]}."""
-        logits = tf.cast(self(self.preprocess(texts[0] if len(texts) == 1 else tuple(texts)), training=False),
+        logits = tf.cast(self.inference(self.preprocess(texts[0] if len(texts) == 1 else tuple(texts))),
                          tf.float32)
         return self.decode(logits)
 

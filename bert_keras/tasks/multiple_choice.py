@@ -74,7 +74,7 @@ class BertMultipleChoice(TaskModel):
 
     def serve(self, context, endings) -> dict:
         """-> {"logits", "probabilities" [B, C], "prediction" [B] int64, "ending" [B] the chosen ending}."""
-        logits = tf.cast(self(self.preprocess((context, endings)), training=False), tf.float32)
+        logits = tf.cast(self.inference(self.preprocess((context, endings))), tf.float32)
         prediction = tf.argmax(logits, -1)
         return {"logits": logits, "probabilities": tf.nn.softmax(logits), "prediction": prediction,
                 "ending": tf.gather(endings, prediction, batch_dims=1)}

@@ -114,7 +114,7 @@ class BertSpanLabeler(TaskModel):
         "example_index" [W]}; SQuAD 2.0 (`version_2`): no answer when null_odds > the threshold."""
         a = self._task_args
         windows = self.windows(questions, contexts)
-        logits = self({k: windows[k] for k in INPUT_NAMES}, training=False)
+        logits = self.inference({k: windows[k] for k in INPUT_NAMES})
         spans = best_spans(logits["start_logits"], logits["end_logits"], windows, tf.shape(questions)[0],
                            a["n_best_size"], a["max_answer_length"])
         answer = answer_text(contexts, spans["start"], spans["end"])

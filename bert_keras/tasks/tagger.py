@@ -177,7 +177,7 @@ class BertTagger(TaskModel):
         x = pre.pack([ids])
         budget = tf.shape(x["input_word_ids"])[1] - 2
         ids, starts, ends = ids[:, :budget], starts[:, :budget], ends[:, :budget]
-        best = tf.argmax(self(x, training=False), axis=-1)[:, 1:]                  # drop [CLS]
+        best = tf.argmax(self.inference(x), axis=-1)[:, 1:]                         # drop [CLS]
         labels = tf.gather(tf.constant(self.label_names), tf.RaggedTensor.from_tensor(best, ids.row_lengths()))
         dense = ids.to_tensor(0)
         mask = tf.sequence_mask(ids.row_lengths(), tf.shape(dense)[1])
