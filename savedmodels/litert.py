@@ -149,6 +149,24 @@ def convert(model, precision: str = "fp32") -> bytes:
     return _with_metadata(flatbuffer, {**meta, "precision": precision, "lower_case": inner.lower_case})
 
 
+def tokenizer_flatbuffer(preprocessor) -> bytes:
+    """A .tflite of the export's tokenizer alone, signature "tokenize": text [B] -> ids, starts, ends [N] (flat,
+    byte offsets into the original text) and splits [B + 1]: what the tests hold to HF tokenizers."""
+    tokenizer = LiteRTPreprocessor(preprocessor).tokenizer
+
+    def tokenize(text):
+        tokens = tokenizer.tokenize(text, offsets=True)
+        return {"ids": tokens.ids, "splits": tokens.splits, "starts": tokens.starts, "ends": tokens.ends}
+    specs = [tf.TensorSpec([None], tf.string, name="text")]
+    function = tf.function(tokenize, input_signature=specs, autograph=False).get_concrete_function()
+    converter = tf.lite.TFLiteConverter.from_concrete_functions([function], tf.Module())
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+    converter.allow_custom_ops = True
+    flatbuffer = converter.convert()
+    check_ops(flatbuffer)
+    return flatbuffer
+
+
 def export_litert(model, path: str, precision: str = "fp32") -> str:
     """Writes a task model as one `.tflite` taking raw text (see the module docstring); returns `path`.
 
