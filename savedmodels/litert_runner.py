@@ -63,7 +63,11 @@ class LiteRTModel:
             value = np.asarray(inputs[name], dtype=object)
             feeds[name] = np.vectorize(lambda s: s.encode("utf-8") if isinstance(s, str) else s,
                                        otypes=[object])(value) if value.size else value.astype(bytes)
-        return self.runner(**feeds)
+        out = self.runner(**feeds)
+        if self.kind == "span":           # no valid span: the file holds float32's lowest (no -inf constant
+            low = np.finfo(np.float32).min    # survives conversion); the SavedModel says -inf
+            out["score"] = np.where(out["score"] <= low, -np.inf, out["score"]).astype(np.float32)
+        return out
 
     def _require(self, kind: str) -> None:
         if self.kind != kind:
