@@ -224,6 +224,10 @@ def cmd_pretrain(args) -> None:
 def cmd_export(args) -> None:
     from bert_keras.tasks import load_task_model
     from savedmodels.export import export_for_serving
+    if getattr(args, "format", "savedmodel") == "litert":
+        return cmd_export_litert(args)
+    if not args.base_path or not args.name:
+        raise CommandError("export needs --base-path and --name (or --format litert --out FILE.tflite)")
     try:
         model = load_task_model(args.model)
         written = export_for_serving(model, args.base_path, args.name, args.version, args.precision,
@@ -236,6 +240,23 @@ def cmd_export(args) -> None:
     print(f"wrote {written.models_config} (models: {', '.join(written.model_names)}) and "
           f"{written.batching_parameters} (server-side batching)")
     print(f"serve: {written.serve_command()}")
+
+
+def cmd_export_litert(args) -> None:
+    from bert_keras.tasks import load_task_model
+    if not args.out:
+        raise CommandError("--format litert needs --out FILE.tflite")
+    if args.precision not in ("fp32", "fp16", "int8"):
+        raise CommandError(f"--format litert takes --precision fp32, fp16 or int8, not {args.precision}")
+    from savedmodels.litert import export_litert
+    try:
+        model = load_task_model(args.model)
+        path = export_litert(model, args.out, args.precision)
+    except (FileNotFoundError, TypeError, ValueError) as e:
+        raise CommandError(str(e)) from None
+    print(f"wrote {path} ({os.path.getsize(path) / 1e6:.1f} MB, LiteRT {args.precision}, {type(model).__name__}: "
+          f"raw text in; LiteRT builtins + TF.Text's TFLite kernels, no Flex)")
+    print("run: savedmodels.litert_runner.LiteRTModel(path) (pip install 'bert-keras[litert]'); docs/litert.md")
 
 
 def cmd_export_hub(args) -> None:
@@ -436,13 +457,16 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("export", help="write a fine-tuned model as a TF Serving SavedModel (raw-text signatures)")
     p.add_argument("--model", required=True, help="the fine-tuned model.keras (or the `bert-keras finetune --out` "
                    "folder holding it)")
-    p.add_argument("--base-path", required=True, help="TF Serving model base folder (holds <name>/<version>/)")
-    p.add_argument("--name", required=True, help="model name in TF Serving")
+    p.add_argument("--base-path", help="TF Serving model base folder (holds <name>/<version>/)")
+    p.add_argument("--name", help="model name in TF Serving")
     p.add_argument("--version", type=int, help="version number (default: the next free one)")
-    p.add_argument("--precision", choices=PRECISIONS, default="fp32",
+    p.add_argument("--format", choices=["savedmodel", "litert"], default="savedmodel",
+                   help="litert: one .tflite taking raw text (--out), run by LiteRTModel (docs/litert.md)")
+    p.add_argument("--out", help="--format litert: the .tflite file to write")
+    p.add_argument("--precision", choices=sorted(set(PRECISIONS) | {"fp16"}), default="fp32",
                    help="bf16: bfloat16 weights and matmuls (AVX512_BF16/AMX CPUs); int8: int8 weights, dynamic "
                         "activation quantization (a quarter of the bytes, but slower than fp32 on TensorFlow's "
-                        "CPU kernels); same signatures and op check")
+                        "CPU kernels); same signatures and op check. LiteRT: fp32, fp16 or int8")
     p.add_argument("--xla", action="store_true",
                    help="encoder + head in one XLA-compiled function on padded shapes (length buckets 16/32/64/128/"
                         "max, batch sizes 1-32), warm-up for each; serve with --xla_cpu_compilation_enabled=true "

@@ -30,10 +30,12 @@ def best_spans(start_logits, end_logits, windows: dict, num_examples, n_best_siz
     top_end, end_at = tf.math.top_k(end_logits, k)
     start_ok = tf.gather(windows["max_context"], start_at, batch_dims=1)                  # context + max context
     end_ok = tf.gather(windows["token_start"], end_at, batch_dims=1) >= 0
-    span = end_at[:, None, :] - start_at[:, :, None]                                      # [W, k, k]
-    valid = start_ok[:, :, None] & end_ok[:, None, :] & (span >= 0) & (span < max_answer_length)
+    # expand_dims, not x[:, None]: LiteRT's STRIDED_SLICE has no new_axis_mask (the LiteRT export runs this).
+    row, col = (lambda x: tf.expand_dims(x, 2)), (lambda x: tf.expand_dims(x, 1))
+    span = col(end_at) - row(start_at)                                                    # [W, k, k]
+    valid = row(start_ok) & col(end_ok) & (span >= 0) & (span < max_answer_length)
     none = tf.float32.min                          # no valid span (segment max starts from it, not from -inf)
-    score = tf.where(valid, top_start[:, :, None] + top_end[:, None, :], none)
+    score = tf.where(valid, row(top_start) + col(top_end), none)
     flat = tf.reshape(score, [-1, k * k])
     pair = tf.argmax(flat, axis=1, output_type=tf.int32)                                  # [W]; first on ties
     window_score = tf.reduce_max(flat, axis=1)

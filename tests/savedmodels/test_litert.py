@@ -1,0 +1,258 @@
+"""The LiteRT export (`bert-keras export --format litert`): raw text in one .tflite, run by ai_edge_litert.
+
+References: HF tokenizers for the ids and byte offsets (the tokenizer .tflite alone, on the traps and fuzz of
+test_wordpiece.py and, slow, every text of the shared corpora); the task model's own `serve` (what the
+SavedModel's serving_default runs, tests/savedmodels/test_export.py holds the two equal) for every output, within
+1e-4; SST-2 dev accuracy of fp16 and int8 against fp32 (slow). Needs the [litert] extra (skips without it).
+"""
+
+import os
+import pathlib
+import sys
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+pytest.importorskip("ai_edge_litert")
+
+from bert_keras.config import PRESETS  # noqa: E402
+from bert_keras.encoder import BertEncoder  # noqa: E402
+from bert_keras.preprocessing import BertPreprocessor  # noqa: E402
+from bert_keras.preprocessing.vocab import SPECIAL_TOKENS  # noqa: E402
+from bert_keras.tasks import BertClassifier, BertMultipleChoice, BertSpanLabeler, BertTagger  # noqa: E402
+from savedmodels.litert import check_ops, convert, custom_ops, tokenizer_flatbuffer  # noqa: E402
+from savedmodels.litert_runner import LiteRTModel  # noqa: E402
+from savedmodels.litert_text import TFTEXT_OPS  # noqa: E402
+
+sys.path.insert(0, str(pathlib.Path(__file__).parents[1] / "preprocessing"))
+from corpora import corpora  # noqa: E402
+from test_wordpiece import _CHARS, TRAPS, _byte_offsets, _divergent  # noqa: E402
+
+TAGS = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
+SENTENCES = ["a charming and often affecting journey .", "Ünïcödé — “quoted” text", "", "   \t  ",
+             "x" * 120 + " Straße ﬁne \u200bzero\u200b", "caf\u00e9\ufffd \x00nul"]
+
+
+class LiteRTTokenizer:
+    """The export's tokenizer as a .tflite, on ai_edge_litert: text -> per text (ids, [(start, end)])."""
+
+    def __init__(self, preprocessor):
+        import tensorflow_text as tf_text
+        from ai_edge_litert.interpreter import InterpreterWithCustomOps
+        self.flatbuffer = tokenizer_flatbuffer(preprocessor)
+        interpreter = InterpreterWithCustomOps(model_content=self.flatbuffer,
+                                               custom_op_registerers=tf_text.tflite_registrar.SELECT_TFTEXT_OPS)
+        self.runner = interpreter.get_signature_runner()
+
+    def __call__(self, texts):
+        out = self.runner(text=np.array([t.encode("utf-8", "surrogatepass") for t in texts], object))
+        splits = out["splits"]
+        return [(out["ids"][a:b].tolist(), list(zip(out["starts"][a:b].tolist(), out["ends"][a:b].tolist())))
+                for a, b in zip(splits[:-1], splits[1:])]
+
+
+@pytest.fixture(scope="module")
+def lite_tokenizer(minilm_vocab):
+    return LiteRTTokenizer(BertPreprocessor(minilm_vocab))
+
+
+def _mismatches(lite, hf_tokenizer, texts, batch=2048):
+    bad = []
+    for i in range(0, len(texts), batch):
+        chunk = texts[i:i + batch]
+        for text, (ids, offsets), enc in zip(chunk, lite(chunk), hf_tokenizer.encode_batch(chunk, add_special_tokens=False)):
+            if ids != enc.ids or offsets != _byte_offsets(text, enc.offsets):
+                bad.append(text)
+    return bad
+
+
+def test_tokenizer_has_only_tftext_kernels_beside_builtins(lite_tokenizer):
+    assert set(custom_ops(lite_tokenizer.flatbuffer)) <= set(TFTEXT_OPS)
+
+
+def test_traps_match_hf_tokenizers_ids_and_offsets(lite_tokenizer, hf_tokenizer):
+    assert _mismatches(lite_tokenizer, hf_tokenizer, TRAPS) == []
+
+
+def test_invalid_utf8_is_dropped_as_the_savedmodel_drops_it(lite_tokenizer, hf_tokenizer):
+    raw = b"caf\xffe \xe4\xb8x \xed\xa0\x80y \xf0\x9f\x98"
+    out = lite_tokenizer.runner(text=np.array([raw], object))
+    assert out["ids"].tolist() == hf_tokenizer.encode(raw.decode("utf-8", errors="replace"),
+                                                      add_special_tokens=False).ids
+
+
+@settings(max_examples=300, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.text(_CHARS, max_size=60), min_size=1, max_size=8))
+def test_fuzz_arbitrary_unicode_matches_hf_tokenizers(lite_tokenizer, hf_tokenizer, texts):
+    assume(not any(special in text for text in texts for special in SPECIAL_TOKENS))
+    assume(not _divergent(texts))
+    assert _mismatches(lite_tokenizer, hf_tokenizer, texts) == []
+
+
+@settings(max_examples=100, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.text(st.sampled_from("aeéßΩǅ한ﬁ"), min_size=90, max_size=110), min_size=1, max_size=4))
+def test_fuzz_words_near_the_100_character_limit(lite_tokenizer, hf_tokenizer, words):
+    texts = [" ".join(words), "".join(words), "-".join(words)]
+    assert _mismatches(lite_tokenizer, hf_tokenizer, texts) == []
+
+
+@pytest.mark.slow
+def test_every_text_of_every_shared_corpus_matches_hf_tokenizers(lite_tokenizer, hf_tokenizer, shared_data):
+    for name, texts in corpora(shared_data).items():
+        bad = _mismatches(lite_tokenizer, hf_tokenizer, texts)
+        assert bad == [], f"{name}: {len(bad)} of {len(texts)} differ, e.g. {bad[:3]!r}"
+
+
+def test_a_graph_needing_flex_is_refused_with_the_op_named():
+    def regex(text):
+        return {"out": tf.strings.regex_replace(text, "a", "b")}
+    function = tf.function(regex, input_signature=[tf.TensorSpec([None], tf.string)]).get_concrete_function()
+    converter = tf.lite.TFLiteConverter.from_concrete_functions([function], tf.Module())
+    converter.allow_custom_ops = True
+    with pytest.raises(ValueError, match="StaticRegexReplace.*Flex"):
+        check_ops(converter.convert())
+
+
+# ---- every task kind against its own serve --------------------------------------------------------------------
+
+INPUTS = {
+    "sst2": {"text": SENTENCES},
+    "mrpc": {"text_a": SENTENCES, "text_b": SENTENCES[::-1]},
+    "stsb": {"text_a": SENTENCES, "text_b": SENTENCES[::-1]},
+    "squad": {"question": ["Who wrote it?", "Où ?", ""],
+              "context": ["It was written by Ann Smith in 1990, in Zürich. " * 6, "Über Paris", ""]},
+    "swag": {"context": ["A man sits at a piano.", "x"], "endings": [["He plays.", "He eats it."], ["", "y"]]},
+    "ner": {"text": ["Angela Merkel visited Zürich .", "", "Ünïcödé Paris — Berlin"]},
+}
+
+
+@pytest.fixture(scope="module")
+def exports(tmp_path_factory, minilm_vocab):
+    keras.utils.set_random_seed(1)
+    pre = BertPreprocessor(minilm_vocab, max_seq_length=64)
+    encoder = lambda: BertEncoder(PRESETS["bert_tiny"])  # noqa: E731
+    models = {"sst2": BertClassifier(encoder(), 2, label_names=["negative", "positive"], preprocessor=pre),
+              "mrpc": BertClassifier(encoder(), 2, preprocessor=pre, segments=2),
+              "stsb": BertClassifier(encoder(), 1, preprocessor=pre, segments=2),
+              "squad": BertSpanLabeler(encoder(), pre, doc_stride=16, max_query_length=8),
+              "swag": BertMultipleChoice(encoder(), preprocessor=pre),
+              "ner": BertTagger(encoder(), len(TAGS), label_names=TAGS, preprocessor=pre)}
+    folder = tmp_path_factory.mktemp("litert")
+    paths = {}
+    for name, model in models.items():
+        paths[name] = str(folder / f"{name}.tflite")
+        with open(paths[name], "wb") as f:
+            f.write(convert(model))
+    return models, paths
+
+
+def _assert_same(got: dict, want: dict, skip=()):
+    for key, value in want.items():
+        if key in skip:
+            continue
+        assert key in got, f"{key} missing from the LiteRT outputs"
+        if value.dtype.kind == "f":
+            np.testing.assert_allclose(got[key], value, atol=1e-4, rtol=0, err_msg=key)
+        else:
+            np.testing.assert_array_equal(got[key], value, err_msg=key)
+
+
+@pytest.mark.parametrize("name", list(INPUTS))
+def test_every_kind_answers_as_its_serve(exports, name):
+    models, paths = exports
+    lite = LiteRTModel(paths[name])
+    assert set(custom_ops(open(paths[name], "rb").read())) <= set(TFTEXT_OPS)
+    got = lite.serve(**INPUTS[name])
+    want = models[name].serve_numpy(*INPUTS[name].values())
+    _assert_same(got, want, skip=("answer", "entity_text"))     # substrings: the runner's methods cut them
+
+
+def test_readable_methods_answer_as_the_task_models(exports):
+    models, paths = exports
+    text = INPUTS["sst2"]["text"]
+    got, want = LiteRTModel(paths["sst2"]).classify(text), models["sst2"].classify(text)
+    assert [g["label"] for g in got] == [w["label"] for w in want]
+    np.testing.assert_allclose([g["probability"] for g in got], [w["probability"] for w in want], atol=1e-4)
+    squad = INPUTS["squad"]
+    got = LiteRTModel(paths["squad"]).answer(squad["question"], squad["context"])
+    want = models["squad"].answer(squad["question"], squad["context"])
+    assert [(g["text"], g["start"], g["end"]) for g in got] == [(w["text"], w["start"], w["end"]) for w in want]
+    swag = INPUTS["swag"]
+    got = LiteRTModel(paths["swag"]).choose(swag["context"], swag["endings"])
+    want = models["swag"].choose(swag["context"], swag["endings"])
+    assert [(g["choice"], g["ending"]) for g in got] == [(w["choice"], w["ending"]) for w in want]
+    ner = INPUTS["ner"]["text"]
+    assert LiteRTModel(paths["ner"]).entities(ner) == models["ner"].entities(ner)
+    with pytest.raises(TypeError, match="classification model, not span"):
+        LiteRTModel(paths["sst2"]).answer(["q"], ["c"])
+
+
+def test_cli_writes_a_litert_file_the_runner_reads(exports, tmp_path):
+    from bert_keras_cli.main import main
+    models, _ = exports
+    keras_file = str(tmp_path / "model.keras")
+    models["sst2"].save(keras_file)
+    out = str(tmp_path / "sst2.tflite")
+    main(["export", "--model", keras_file, "--format", "litert", "--out", out])
+    lite = LiteRTModel(out)
+    assert lite.meta["precision"] == "fp32" and lite.meta["label_names"] == ["negative", "positive"]
+    _assert_same(lite.serve(text=SENTENCES), models["sst2"].serve_numpy(SENTENCES))
+
+
+# ---- MiniLM (slow) ----------------------------------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_minilm_classifier_matches_its_serve_within_1e4(minilm_dir, tmp_path, shared_data):
+    from bert_keras import load_checkpoint
+    keras.utils.set_random_seed(0)
+    _, encoder = load_checkpoint(minilm_dir)
+    model = BertClassifier(encoder, 2, preprocessor=BertPreprocessor(f"{minilm_dir}/vocab.txt"))
+    path = str(tmp_path / "minilm.tflite")
+    with open(path, "wb") as f:
+        f.write(convert(model))
+    texts = corpora(shared_data)["sst2"][:256] + SENTENCES
+    lite = LiteRTModel(path)
+    for i in range(0, len(texts), 32):
+        _assert_same(lite.serve(text=texts[i:i + 32]), model.serve_numpy(texts[i:i + 32]))
+
+
+def _sst2_dev(shared_data):
+    import csv
+    with open(shared_data / "SST-2/dev.tsv", encoding="utf-8", newline="") as f:
+        rows = list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))[1:]
+    return [r[0] for r in rows], np.array([int(r[1]) for r in rows])
+
+
+@pytest.mark.slow
+def test_fp16_and_int8_sst2_accuracy_within_half_a_point_of_fp32(tmp_path, shared_data):
+    """A MiniLM fine-tuned on the shipped SST-2 sample (or $BERT_KERAS_LITERT_SST2, a fine-tuned model.keras),
+    all 872 SST-2 dev sentences."""
+    from bert_keras.tasks import load_task_model
+    trained = os.environ.get("BERT_KERAS_LITERT_SST2")
+    if not trained:
+        from bert_keras.finetune import FinetuneConfig, finetune
+        from bert_keras.loading import bundled_minilm_folder
+        samples = pathlib.Path(__file__).parents[2] / "bert_keras/data/samples"
+        finetune(FinetuneConfig(task="sst-2", model=bundled_minilm_folder(), out=str(tmp_path / "ft"),
+                                train=str(samples / "sst2_train.tsv"), eval=str(samples / "sst2_dev.tsv"),
+                                epochs=1, batch_size=16, learning_rate=1e-4, progress=False))
+        trained = str(tmp_path / "ft/model.keras")
+    model = load_task_model(trained)
+    texts, labels = _sst2_dev(shared_data)
+    accuracy = {}
+    for precision in ("fp32", "fp16", "int8"):
+        path = str(tmp_path / f"{precision}.tflite")
+        with open(path, "wb") as f:
+            f.write(convert(model, precision))
+        lite = LiteRTModel(path)
+        predicted = np.concatenate([lite.serve(text=texts[i:i + 64])["label_id"] for i in range(0, len(texts), 64)])
+        accuracy[precision] = float(np.mean(predicted == labels))
+    print("SST-2 dev accuracy", accuracy)
+    assert accuracy["fp32"] > 0.75
+    assert abs(accuracy["fp16"] - accuracy["fp32"]) <= 0.005 and abs(accuracy["int8"] - accuracy["fp32"]) <= 0.005
