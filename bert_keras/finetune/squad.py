@@ -12,6 +12,7 @@ import os
 
 import keras
 import numpy as np
+import tensorflow as tf
 
 from bert_keras.data import read_squad
 from bert_keras.finetune.base import Task
