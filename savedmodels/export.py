@@ -102,9 +102,10 @@ def export_task_model(model, base_path: str, model_name: str, version: int | Non
         _warmup_records(os.path.join(folder, "assets.extra", "tf_serving_warmup_requests"), model_name, requests)
 
     save_servable(final, functions, finish=finish)     # temp name ".N.partial-*": not numeric, TF Serving skips it
-    if keras_file:
+    if keras_file:                          # the model only: a fine-tuned model's optimizer state stays behind
+        plain = model if getattr(model, "optimizer", None) is None else model.with_preprocessor(model.preprocessor)
         with atomic_file(os.path.join(model_dir, "model.keras")) as path:
-            model.save(path)
+            plain.save(path)
     return final
 
 

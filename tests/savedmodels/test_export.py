@@ -224,6 +224,9 @@ def test_export_for_serving_writes_the_server_files_and_a_serve_command_that_fit
     assert open(written["ner"].batching_parameters, encoding="utf-8").read().startswith("max_batch_size")
     # Span models' per-window outputs lack the batch dimension, which TF Serving's batching requires of every
     # output (test_batching.py: FAILED_PRECONDITION): their serve command leaves batching off.
+    # sst2 was trained a step (it holds an optimizer with slots): its serving copy holds the model only.
+    assert keras.models.load_model(written["sst2"].keras_file).optimizer is None
+    assert models["sst2"].optimizer is not None
     for name, w in written.items():
         command = w.serve_command()
         assert f"-v {os.path.abspath(str(base))}:/models" in command and "--model_config_file=/models/models.config" in command
