@@ -514,12 +514,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv=None) -> int:
+def parse_command_line(argv=None) -> argparse.Namespace:
+    """The parsed flags; flags the parser does not know pass to Beam (`args.pipeline_args`) with --runner only."""
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if extra and not getattr(args, "runner", None):          # only --runner takes Beam's own pipeline options
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     args.pipeline_args = extra
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse_command_line(argv)
     try:
         args.func(args)
     except CommandError as e:
