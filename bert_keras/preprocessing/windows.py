@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from bert_keras.preprocessing.ragged_rows import row_ids
+
 
 def squad_windows(preprocessor, questions, contexts, *, doc_stride: int = 128, max_query_length: int = 64,
                   answer_start=None, answer_end=None) -> dict:
@@ -33,41 +35,53 @@ def squad_windows(preprocessor, questions, contexts, *, doc_stride: int = 128, m
     The window length is the preprocessor's `seq_length`, else its `max_seq_length`. The options are
     keyword-only (two ints and two offset arrays that must not be swapped).
     """
+    # Flat tensors and raw ops: RaggedTensor helpers (slicing, broadcasting arithmetic, concat) made this graph
+    # ~3,500 nodes, and tf.data optimises a map's graph again for every iterator (~2 s an epoch on 2 cores).
     seq_length = preprocessor.seq_length or preprocessor.max_seq_length
-    question_ids = preprocessor.tokenize(questions)[:, :max_query_length]               # [B, (q)]
+    questions_all = preprocessor.tokenize(questions)                                    # [B, (q)]
+    q_len = tf.minimum(questions_all.row_lengths(), max_query_length)                   # the first max_query_length
     ids, starts, ends = preprocessor.tokenize_with_offsets(contexts)                    # [B, (c)]
-    q_len = question_ids.row_lengths()
     c_len = ids.row_lengths()
     room = tf.maximum(seq_length - q_len - 3, 1)                                        # context tokens a window holds
     stride = tf.minimum(room, doc_stride)
     extra = tf.maximum(c_len - room, 0)
     num_windows = 1 + (extra + stride - 1) // stride                                    # [B]
     example = tf.repeat(tf.range(tf.size(c_len, out_type=tf.int64)), num_windows)        # [W]
-    k = tf.ragged.range(num_windows).flat_values                                        # window number in its example
+    k = _position_in_row(_splits(num_windows))                                          # window number in its example
     w_start = k * tf.gather(stride, example)                                            # [W] first context token
     w_len = tf.minimum(tf.gather(c_len, example) - w_start, tf.gather(room, example))   # [W]
 
-    flat_start = tf.gather(ids.row_splits, example) + w_start
-    where = tf.ragged.range(flat_start, flat_start + w_len)                             # [W, (window)] flat indices
-    window_ids = tf.gather(ids.flat_values, where)
-    packed = preprocessor.pack([tf.gather(question_ids, example), window_ids])
+    # Every window token, flat [T]: its window, its place in the window, its index in ids.flat_values.
+    window_splits = _splits(w_len)
+    token_window = row_ids(window_splits, window_splits[-1])
+    in_window = _position_in_row(window_splits)
+    where = tf.gather(tf.gather(ids.row_splits, example) + w_start, token_window) + in_window
+    window_ids = tf.RaggedTensor.from_row_splits(tf.gather(ids.flat_values, where), window_splits, validate=False)
+    # The question of each window, flat: its first q_len tokens.
+    qw_splits = _splits(tf.gather(q_len, example))
+    q_window = row_ids(qw_splits, qw_splits[-1])
+    q_source = tf.gather(tf.gather(questions_all.row_splits, example), q_window) + _position_in_row(qw_splits)
+    window_questions = tf.RaggedTensor.from_row_splits(tf.gather(questions_all.flat_values, q_source), qw_splits,
+                                                       validate=False)
+    packed = preprocessor.pack([window_questions, window_ids])
     shape = tf.shape(packed["input_word_ids"], out_type=tf.int64)
     length = tf.cast(shape[1], tf.int32)
 
     # Max-context rule: score each (window, token); the best window of a token is the first with the top score.
-    position = tf.ragged.range(w_len) + tf.expand_dims(w_start, 1)                      # context position
-    score = (tf.cast(tf.minimum(position - tf.expand_dims(w_start, 1),
-                                tf.expand_dims(w_start + w_len - 1, 1) - position), tf.float64)
-             + 0.01 * tf.cast(tf.expand_dims(w_len, 1), tf.float64)
-             - 1e-6 * tf.cast(tf.expand_dims(k, 1), tf.float64))                        # earlier window wins ties
-    best = tf.math.unsorted_segment_max(score.flat_values, where.flat_values, tf.size(ids.flat_values))
-    is_best = tf.equal(score, tf.ragged.map_flat_values(tf.gather, best, where))
+    token_len = tf.gather(w_len, token_window)
+    score = (tf.cast(tf.minimum(in_window, token_len - 1 - in_window), tf.float64)
+             + 0.01 * tf.cast(token_len, tf.float64)
+             - 1e-6 * tf.cast(tf.gather(k, token_window), tf.float64))                  # earlier window wins ties
+    best = tf.math.unsorted_segment_max(score, where, tf.size(ids.flat_values))
+    is_best = tf.equal(score, tf.gather(best, where))
 
     offset = 2 + tf.gather(q_len, example)                                              # [CLS] question [SEP]
+    column = tf.gather(offset, token_window) + in_window
+    fits = column < shape[1]
+    at = tf.boolean_mask(tf.stack([token_window, column], 1), fits)
 
-    def place(values, fill):                                                            # [W, (window)] -> [W, L]
-        before = tf.RaggedTensor.from_row_lengths(tf.fill([tf.reduce_sum(offset)], fill), offset)
-        return tf.concat([tf.cast(before, values.dtype), values], 1).to_tensor(fill, shape=shape)
+    def place(values, fill):                                                            # [T] -> [W, L]
+        return tf.tensor_scatter_nd_update(tf.fill(shape, fill), at, tf.boolean_mask(values, fits))
 
     out = dict(packed, example_index=tf.cast(example, tf.int32),
                token_start=place(tf.gather(starts.flat_values, where), tf.constant(-1, tf.int64)),
@@ -94,3 +108,14 @@ def squad_windows(preprocessor, questions, contexts, *, doc_stride: int = 128, m
         out["start_positions"] = tf.where(inside, first, 0)
         out["end_positions"] = tf.where(inside, last, 0)
     return out
+
+
+def _splits(lengths):
+    """Row lengths [R] -> row splits [R + 1] (int64)."""
+    return tf.concat([tf.zeros([1], tf.int64), tf.cumsum(tf.cast(lengths, tf.int64))], 0)
+
+
+def _position_in_row(splits):
+    """Row splits [R + 1] -> each value's position in its row [V] (int64)."""
+    num_values = splits[-1]
+    return tf.range(num_values) - tf.gather(splits, row_ids(splits, num_values))

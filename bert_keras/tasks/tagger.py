@@ -15,6 +15,7 @@ import tensorflow as tf
 
 from bert_keras.data.conll import CONLL2003_LABELS
 from bert_keras.preprocessing.offsets import char_offsets
+from bert_keras.preprocessing.ragged_rows import row_ids
 from bert_keras.tasks.base import TaskModel, dense_head, id_inputs
 
 IGNORE = -1
@@ -25,29 +26,42 @@ def tag_inputs(preprocessor, words, word_labels=None):
 
     Returns (id dict [B, L], piece labels [B, L] with IGNORE off first pieces, piece word index [B, L]: the
     index of the word a first piece starts, IGNORE elsewhere).
+
+    Flat tensors and raw ops throughout: RaggedTensor helpers (ragged tf.where, merge_dims, slicing, concat) add
+    ~800 assertion and control-flow nodes, and tf.data optimises a map's graph again for every iterator, so
+    with them each epoch of NER fine-tuning started with ~4 s of graph optimisation (2 cores).
     """
-    if word_labels is None:
-        word_labels = tf.zeros_like(words, tf.int32)
-    flat = preprocessor.tokenize(words.flat_values)                       # [words, (pieces)]
-    pieces = tf.RaggedTensor.from_row_splits(flat, words.row_splits)      # [B, (words), (pieces)]
-    is_first = tf.RaggedTensor.from_row_splits(tf.equal(tf.ragged.range(flat.row_lengths()), 0), words.row_splits)
-    word_index = tf.cast(tf.ragged.range(words.row_lengths()), tf.int32)  # [B, (words)]
+    flat = preprocessor.tokenize(words.flat_values)                       # [W, (pieces)]
+    pieces, piece_splits_by_word = flat.flat_values, flat.row_splits
+    num_pieces = tf.size(pieces, out_type=tf.int64)
+    word_splits = tf.cast(words.row_splits, tf.int64)                     # [B + 1]
+    num_words = word_splits[-1]
+    piece_word = row_ids(piece_splits_by_word, num_pieces)                # [P] the word of each piece
+    is_first = tf.equal(tf.range(num_pieces), tf.gather(piece_splits_by_word, piece_word))
+    word_index = tf.range(num_words) - tf.gather(word_splits, row_ids(word_splits, num_words))   # [W]
+    labels = (tf.zeros([num_words], tf.int32) if word_labels is None else
+              tf.reshape(tf.cast(word_labels.flat_values if isinstance(word_labels, tf.RaggedTensor)
+                                 else word_labels, tf.int32), [-1]))
 
-    def per_piece(values):                                                # [B, (words)] -> [B, (pieces)]
-        spread = tf.ones_like(pieces, tf.int32) * tf.expand_dims(values, -1)
-        return tf.where(is_first, spread, IGNORE).merge_dims(1, 2)
+    def per_piece(values):                                                # [W] -> [P], IGNORE off first pieces
+        return tf.where(is_first, tf.gather(tf.cast(values, tf.int32), piece_word), IGNORE)
 
-    piece_labels, piece_words = per_piece(tf.cast(word_labels, tf.int32)), per_piece(word_index)
-    ids = pieces.merge_dims(1, 2)
+    # Each sentence keeps its first `budget` pieces (room for [CLS] and [SEP]).
+    splits = tf.gather(piece_splits_by_word, word_splits)                 # [B + 1] pieces per sentence
+    position = tf.range(num_pieces) - tf.gather(splits, row_ids(splits, num_pieces))
     budget = (preprocessor.seq_length or preprocessor.max_seq_length) - 2
-    ids, piece_labels, piece_words = ids[:, :budget], piece_labels[:, :budget], piece_words[:, :budget]
-    x = preprocessor.pack([ids])
+    keep = position < budget
+    kept_splits = tf.concat([[0], tf.cumsum(tf.minimum(splits[1:] - splits[:-1], budget))], 0)
+    ragged = lambda values: tf.RaggedTensor.from_row_splits(tf.boolean_mask(values, keep), kept_splits,  # noqa: E731
+                                                            validate=False)
+    x = preprocessor.pack([ragged(pieces)])
+    shape = tf.shape(x["input_word_ids"], out_type=tf.int64)
 
     def align(values):                                                    # [CLS] values [SEP] pad, like the ids
-        cls = tf.fill([values.nrows(), 1], IGNORE)
-        return tf.concat([cls, values, cls], axis=1).to_tensor(IGNORE, shape=tf.shape(x["input_word_ids"]))
+        dense = ragged(values).to_tensor(IGNORE, shape=[shape[0], shape[1] - 1])
+        return tf.concat([tf.fill([shape[0], 1], IGNORE), dense], axis=1)
 
-    return x, align(piece_labels), align(piece_words)
+    return x, align(per_piece(labels)), align(per_piece(word_index))
 
 
 @keras.saving.register_keras_serializable(package="bert_keras")
