@@ -148,6 +148,7 @@ def finetune_config(args):
         task=args.task, model=model, out=args.out, train=args.train, eval=args.eval, data=args.data,
         vocab=args.vocab, lower_case=None if args.cased is None else not args.cased, epochs=args.epochs,
         batch_size=args.batch_size, learning_rate=args.learning_rate, warmup_proportion=args.warmup_proportion,
+        schedule=args.schedule, weight_decay=args.weight_decay, adam_epsilon=args.adam_epsilon,
         seq_length=args.seq_length, max_seq_length=args.max_seq_length or (384 if "squad" in args.task else 128),
         max_train_examples=args.max_train_examples, max_eval_examples=args.max_eval_examples,
         mixed_precision=args.mixed_precision, jit_compile=args.jit_compile,
@@ -207,6 +208,7 @@ def cmd_pretrain(args) -> None:
         max_predictions_per_seq=args.max_predictions_per_seq, nsp=not args.no_nsp and not args.text,
         train_steps=args.train_steps, save_every=args.save_every, batch_size=args.batch_size,
         learning_rate=args.learning_rate, warmup_steps=args.warmup_steps, optimizer=args.optimizer,
+        schedule=args.schedule, weight_decay=args.weight_decay, adam_epsilon=args.adam_epsilon,
         mixed_precision=args.mixed_precision, jit_compile=args.jit_compile,
         steps_per_execution=args.steps_per_execution, strategy=args.strategy, tpu=args.tpu, seed=args.seed,
         progress=not args.quiet, log_every=args.log_every)
@@ -347,6 +349,12 @@ def add_training_flags(p, learning_rate: float) -> None:
     p.add_argument("--batch-size", type=int, default=32, help="global batch size (default 32)")
     p.add_argument("--learning-rate", type=float, default=learning_rate,
                    help=f"peak learning rate (default {learning_rate:g})")
+    p.add_argument("--schedule", choices=["google", "linear"], default="google",
+                   help="decay after warm-up: google (google-research/bert, peak * (1 - step/total)) or linear "
+                        "(transformers' get_linear_schedule_with_warmup, from the peak) (default google)")
+    p.add_argument("--weight-decay", type=float, default=0.01,
+                   help="AdamW's decoupled weight decay, not on LayerNorm or biases (default 0.01)")
+    p.add_argument("--adam-epsilon", type=float, default=1e-6, help="Adam's epsilon (default 1e-6)")
     p.add_argument("--max-seq-length", type=int, help="longest sequence (default 128; 384 for SQuAD)")
     p.add_argument("--mixed-precision", choices=["mixed_bfloat16", "mixed_float16"],
                    help="Keras mixed-precision policy (mixed_bfloat16 on TPU)")

@@ -17,6 +17,9 @@ class TrainingConfig:
         batch_size: global batch size (divided over the replicas).
         learning_rate: the peak learning rate, after warm-up.
         weight_decay: AdamW's decoupled weight decay (not on LayerNorm parameters or biases).
+        schedule: the learning rate's decay after warm-up: "google" (google-research/bert: peak * (1 - step /
+            total)) or "linear" (transformers' get_linear_schedule_with_warmup: from the peak down to 0).
+        adam_epsilon: Adam's epsilon (1e-6 in google-research/bert, 1e-8 in transformers).
         max_seq_length: the longest sequence in tokens.
         mixed_precision: a Keras policy, "mixed_bfloat16" (TPU) or "mixed_float16" (GPU); None: float32.
         jit_compile: compile the train step with XLA.
@@ -37,6 +40,8 @@ class TrainingConfig:
     batch_size: int = 32
     learning_rate: float = 3e-5
     weight_decay: float = 0.01
+    schedule: str = "google"
+    adam_epsilon: float = 1e-6
     max_seq_length: int = 128
     mixed_precision: str | None = None
     jit_compile: bool = False

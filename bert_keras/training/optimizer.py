@@ -20,25 +20,54 @@ from keras import ops
 NO_DECAY = ["gamma", "beta", "bias"]
 
 
+SCHEDULES = ("google", "linear")
+
+
 @keras.saving.register_keras_serializable(package="bert_keras")
 class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
-    """step -> peak * step / warmup_steps while step < warmup_steps, else peak * max(0, 1 - step / total_steps)."""
+    """Linear warm-up from 0 to `peak` over `warmup_steps`, then linear decay to 0 at `total_steps`.
 
-    def __init__(self, peak: float, warmup_steps: int, total_steps: int):
+    Two decay rules, which differ only after the warm-up:
+      "google"  google-research/bert optimization.py: peak * max(0, 1 - step / total_steps), so the rate right
+                after warm-up is already peak * (1 - warmup / total) (0.9 * peak with 10% warm-up).
+      "linear"  transformers' get_linear_schedule_with_warmup: peak * max(0, (total - step) / (total - warmup)),
+                which decays from the peak itself.
+    Step 0 (the first update) gets rate 0 under both when there is a warm-up, as in both references.
+
+    Args:
+        peak: float. The learning rate at the end of the warm-up.
+        warmup_steps: int. Steps of linear warm-up, in [0, total_steps].
+        total_steps: int. The step at which the rate reaches 0.
+        schedule: str. "google" or "linear" (see above).
+
+    Example:
+        >>> [round(float(WarmupLinearDecay(1.0, 10, 100, schedule=s)(10)), 4) for s in ("google", "linear")]
+        [0.9, 1.0]
+    """
+
+    def __init__(self, peak: float, warmup_steps: int, total_steps: int, schedule: str = "google"):
         if total_steps <= 0 or warmup_steps < 0 or warmup_steps > total_steps:
             raise ValueError(f"need 0 <= warmup_steps ({warmup_steps}) <= total_steps ({total_steps}), total > 0")
+        if schedule not in SCHEDULES:
+            raise ValueError(f"schedule must be one of {SCHEDULES} (--schedule), got {schedule!r}")
         self.peak, self.warmup_steps, self.total_steps = float(peak), int(warmup_steps), int(total_steps)
+        self.schedule = schedule
 
     def __call__(self, step):
         step = ops.cast(step, "float32")
-        decayed = self.peak * ops.maximum(0.0, 1.0 - step / float(self.total_steps))
+        if self.schedule == "google":
+            decayed = self.peak * ops.maximum(0.0, 1.0 - step / float(self.total_steps))
+        else:
+            span = float(max(1, self.total_steps - self.warmup_steps))
+            decayed = self.peak * ops.maximum(0.0, (float(self.total_steps) - step) / span)
         if self.warmup_steps == 0:
             return decayed
         warm = self.peak * step / float(self.warmup_steps)
         return ops.where(step < float(self.warmup_steps), warm, decayed)
 
     def get_config(self):
-        return {"peak": self.peak, "warmup_steps": self.warmup_steps, "total_steps": self.total_steps}
+        return {"peak": self.peak, "warmup_steps": self.warmup_steps, "total_steps": self.total_steps,
+                "schedule": self.schedule}
 
 
 @keras.saving.register_keras_serializable(package="bert_keras")
@@ -79,12 +108,13 @@ def _handle(variable):
 
 def create_optimizer(learning_rate: float, total_steps: int, warmup_steps: int | None = None,
                      warmup_proportion: float = 0.1, weight_decay: float = 0.01, optimizer: str = "adamw",
-                     clipnorm: float | None = 1.0) -> keras.optimizers.Optimizer:
+                     clipnorm: float | None = 1.0, schedule: str = "google",
+                     epsilon: float = 1e-6) -> keras.optimizers.Optimizer:
     """AdamW (fine-tuning, pretraining) or LAMB (large-batch pretraining) with BERT's schedule and decay rule.
 
     google-research/bert's optimization.py on Keras' optimizers: linear warm-up to `learning_rate`, linear decay
-    to 0 at `total_steps`, decoupled weight decay except on LayerNorm parameters and biases, epsilon 1e-6,
-    global-norm clipping. The schedule is serializable, so a saved model's optimizer state reloads.
+    to 0 at `total_steps` (google-research's rule, or transformers' with schedule="linear"), decoupled weight
+    decay except on LayerNorm parameters and biases, epsilon 1e-6, global-norm clipping. The schedule is serializable, so a saved model's optimizer state reloads.
 
     Args:
         learning_rate: float. The peak learning rate (2e-5 ~ 5e-5 fine-tuning BERT-Base, 1e-4 pretraining).
@@ -94,6 +124,10 @@ def create_optimizer(learning_rate: float, total_steps: int, warmup_steps: int |
         weight_decay: float. Decoupled weight decay rate.
         optimizer: str. "adamw" or "lamb".
         clipnorm: float or None. Global gradient-norm clip; None for no clipping.
+        schedule: str. The decay after warm-up: "google" (google-research/bert) or "linear" (transformers'
+            get_linear_schedule_with_warmup); see WarmupLinearDecay.
+        epsilon: float. Adam's epsilon, added to sqrt(v_hat) (1e-6 in google-research/bert, 1e-8 in
+            transformers).
 
     Returns:
         A keras.optimizers.Optimizer.
@@ -111,8 +145,8 @@ def create_optimizer(learning_rate: float, total_steps: int, warmup_steps: int |
     """
     if warmup_steps is None:
         warmup_steps = int(total_steps * warmup_proportion)
-    schedule = WarmupLinearDecay(learning_rate, warmup_steps, total_steps)
-    common = dict(learning_rate=schedule, weight_decay=weight_decay, beta_1=0.9, beta_2=0.999, epsilon=1e-6,
+    rate = WarmupLinearDecay(learning_rate, warmup_steps, total_steps, schedule=schedule)
+    common = dict(learning_rate=rate, weight_decay=weight_decay, beta_1=0.9, beta_2=0.999, epsilon=epsilon,
                   global_clipnorm=clipnorm)
     if optimizer == "adamw":
         opt = BertAdamW(**common)

@@ -63,10 +63,11 @@ def static_batches(strategy, seq_length: int | None, jit_compile: bool) -> bool:
 def compile_for_training(model, config, total_steps: int, warmup_steps: int, optimizer: str = "adamw",
                          **compile_args) -> None:
     """`model.compile` with BERT's optimizer (create_optimizer: AdamW or LAMB, warm-up then linear decay to 0 at
-    `total_steps`, `config.learning_rate` at the peak, `config.weight_decay`), and the XLA and steps-per-execution
+    `total_steps`, `config.learning_rate` at the peak, `config.schedule`, `config.weight_decay`, `config.adam_epsilon`), and the XLA and steps-per-execution
     settings of `config`; `compile_args`: the loss and metrics. Call it under the strategy's scope."""
     model.compile(optimizer=create_optimizer(config.learning_rate, total_steps, warmup_steps,
-                                             weight_decay=config.weight_decay, optimizer=optimizer),
+                                             weight_decay=config.weight_decay, optimizer=optimizer,
+                                             schedule=config.schedule, epsilon=config.adam_epsilon),
                   jit_compile=config.jit_compile, steps_per_execution=config.steps_per_execution, **compile_args)
 
 

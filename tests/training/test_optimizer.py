@@ -12,10 +12,27 @@ def test_schedule_is_google_research_warmup_then_linear_decay():
         assert float(schedule(step)) == pytest.approx(want, rel=1e-5, abs=1e-12), step  # float32
 
 
-def test_schedule_serializes():
-    schedule = WarmupLinearDecay(2e-5, 3, 30)
-    again = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(schedule))
-    assert float(again(7)) == pytest.approx(float(schedule(7)))
+def test_linear_schedule_is_transformers_get_linear_schedule_with_warmup():
+    # transformers' lr_lambda: step / max(1, warmup) during warm-up, then max(0, (total - step) /
+    # max(1, total - warmup)); hand-computed for peak 1e-4, 10 warm-up steps, 100 total (tests/tools/
+    # test_schedule_torch.py checks it against transformers itself).
+    schedule = WarmupLinearDecay(1e-4, warmup_steps=10, total_steps=100, schedule="linear")
+    for step, want in [(0, 0.0), (5, 5e-5), (9, 9e-5), (10, 1e-4), (55, 5e-5), (99, 1e-4 / 90), (100, 0.0),
+                       (150, 0.0)]:
+        assert float(schedule(step)) == pytest.approx(want, rel=1e-5, abs=1e-12), step
+    assert float(WarmupLinearDecay(1.0, 0, 4, schedule="linear")(1)) == pytest.approx(0.75)   # no warm-up
+    with pytest.raises(ValueError, match="--schedule"):
+        WarmupLinearDecay(1e-4, 1, 10, schedule="cosine")
+
+
+@pytest.mark.parametrize("schedule", ["google", "linear"])
+def test_schedule_serializes(schedule):
+    rate = WarmupLinearDecay(2e-5, 3, 30, schedule=schedule)
+    again = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(rate))
+    assert float(again(7)) == pytest.approx(float(rate(7))) and again.schedule == schedule
+    optimizer = create_optimizer(2e-5, 30, 3, schedule=schedule, epsilon=1e-8)
+    config = optimizer.get_config()
+    assert config["epsilon"] == 1e-8 and config["learning_rate"]["config"]["schedule"] == schedule
 
 
 @pytest.mark.parametrize("kind", ["adamw", "lamb"])
@@ -59,3 +76,15 @@ def test_adamw_steps_follow_pytorchs_adamw_algorithm():
         m, v = b1 * m + (1 - b1) * g, b2 * v + (1 - b2) * g * g
         w = w - lr * (m / (1 - b1 ** t)) / (np.sqrt(v / (1 - b2 ** t)) + eps)
         np.testing.assert_allclose(np.asarray(variable), w, rtol=1e-5, atol=1e-6)   # float32
+
+
+def test_a_runs_settings_reach_its_optimizer():
+    from bert_keras.training.config import TrainingConfig
+    from bert_keras.training.setup import compile_for_training
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    config = TrainingConfig(learning_rate=2e-3, schedule="linear", weight_decay=0.03, adam_epsilon=1e-8)
+    compile_for_training(model, config, total_steps=20, warmup_steps=2, loss="mse")
+    got = model.optimizer.get_config()
+    assert (got["epsilon"], got["weight_decay"]) == (1e-8, 0.03)
+    assert got["learning_rate"]["config"] == {"peak": 2e-3, "warmup_steps": 2, "total_steps": 20,
+                                              "schedule": "linear"}

@@ -187,7 +187,8 @@ def run_ours(settings: dict, workdir: str, paired: bool = False, replay: bool = 
                             train=train, eval=evaluate, epochs=settings["epochs"], batch_size=settings["batch_size"],
                             learning_rate=settings["learning_rate"], max_seq_length=settings["max_seq_length"],
                             max_train_examples=settings["max_train_examples"],
-                            max_eval_examples=settings["max_eval_examples"], seed=settings["seed"], progress=False)
+                            max_eval_examples=settings["max_eval_examples"], seed=settings["seed"], progress=False,
+                            **{k: settings[k] for k in ("schedule", "weight_decay", "adam_epsilon") if k in settings})
     t0 = time.perf_counter()
     with replaying or contextlib.nullcontext():
         result = finetune(config, callbacks=[AtTrainingStart()])
@@ -286,6 +287,12 @@ def main(argv=None):
                        ("max-train-examples", int), ("max-eval-examples", int)):
         p.add_argument("--" + name, type=kind)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--schedule", choices=("google", "linear"),
+                   help="ours' learning-rate decay (finetune --schedule; default finetune's own)")
+    p.add_argument("--weight-decay", type=float, help="ours' AdamW weight decay (default finetune's own)")
+    p.add_argument("--adam-epsilon", type=float, help="ours' Adam epsilon (default finetune's own)")
+    p.add_argument("--ours-only", action="store_true",
+                   help="run ours alone (no reference): e.g. comparing ours' schedules over seeds")
     p.add_argument("--torch-schedule", choices=("hf", "google"), default="hf")
     p.add_argument("--torch-span-loss", choices=("masked", "hf"), default="masked",
                    help="squad: the reference's loss; masked: padding out of the softmax over positions, as ours; "
@@ -306,7 +313,7 @@ def main(argv=None):
 
     settings = dict(DEFAULTS[args.task], task=args.task, seed=args.seed, model=args.model or model_folder())
     for key in ("train", "eval", "hold_out", "epochs", "batch_size", "learning_rate", "max_seq_length",
-                "max_train_examples", "max_eval_examples"):
+                "max_train_examples", "max_eval_examples", "schedule", "weight_decay", "adam_epsilon"):
         if getattr(args, key) is not None:
             settings[key] = getattr(args, key)
     for key in ("train", "eval"):
@@ -314,6 +321,8 @@ def main(argv=None):
             settings[key] = os.path.join(args.data, settings[key])
     if settings["epochs"] == int(settings["epochs"]):
         settings["epochs"] = int(settings["epochs"])
+    if args.ours_only and (args.paired or args.skip_ours or args.torch_from):
+        p.error("--ours-only runs ours alone: leave out --paired, --skip-ours and --torch-from")
     if args.paired:
         if args.skip_ours or args.torch_from:
             p.error("--paired runs both sides (the reference takes ours' head and batches): leave out --skip-ours "
@@ -347,6 +356,13 @@ def main(argv=None):
                 import traceback
                 report["ours"] = {"error": traceback.format_exc()}
                 print(report["ours"]["error"], file=sys.stderr, flush=True)
+        if args.ours_only:
+            from bert_keras.atomic import write_json
+            write_json(out, report)
+            print(json.dumps({"ours": {k: v for k, v in report["ours"].get("metrics", {}).items()
+                                       if isinstance(v, float)}, "wall_seconds": report["ours"].get("wall_seconds")}))
+            print(f"wrote {out}")
+            return
         if earlier is not None:
             torch_result, cmd = earlier["torch"], earlier["torch_command"].split(" ")
         else:
