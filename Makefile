@@ -27,8 +27,10 @@ demo: $(STAMP)
 
 UNIT := not slow and not integration and not torch and not hub
 
+# The unit tier runs on two processes (pytest-xdist), a test file per process at a time (module fixtures built
+# once): the tests spend most of their time tracing and optimising graphs, one core each.
 test: $(STAMP)
-	$(PY) -m pytest -q -m "$(UNIT)" --durations=15
+	$(PY) -m pytest -q -m "$(UNIT)" -n 2 --dist loadfile --durations=15
 	$(PY) -m pytest -q -m "integration and not slow and not torch and not hub" --durations=10
 
 test-slow: $(STAMP)

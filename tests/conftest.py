@@ -58,6 +58,38 @@ def minilm_vocab(minilm_dir) -> str:
     return f"{minilm_dir}/vocab.txt"
 
 
+TASK_LABELS = ["negative", "positive"]
+TASK_TAGS = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
+TASK_SENTENCES = ["a charming and often affecting journey .", "the plot is thin", "Ünïcödé — “quoted”", "ok"]
+
+
+@pytest.fixture(scope="session")
+def task_models(minilm_vocab) -> dict:
+    """One bert_tiny model of each task kind an export serves, sharing one preprocessor (max_seq_length 64),
+    built once per session for the export, XLA and LiteRT tests: sst2 (TASK_LABELS), mrpc (pairs), stsb
+    (regression), squad, swag, ner (TASK_TAGS). sst2 is trained one step, so it carries an optimizer with slot
+    variables, as a fine-tuned model does. The tests compare an export or a conversion with the model itself, so
+    random weights serve; no test may change them."""
+    import keras
+    import numpy as np
+
+    from bert_keras import PRESETS, BertEncoder, BertPreprocessor
+    from bert_keras.tasks import BertClassifier, BertMultipleChoice, BertSpanLabeler, BertTagger
+    keras.utils.set_random_seed(1)
+    pre = BertPreprocessor(minilm_vocab, max_seq_length=64)
+    encoder = lambda: BertEncoder(PRESETS["bert_tiny"])  # noqa: E731
+    models = {"sst2": BertClassifier(encoder(), 2, label_names=TASK_LABELS, preprocessor=pre),
+              "mrpc": BertClassifier(encoder(), 2, preprocessor=pre, segments=2),
+              "stsb": BertClassifier(encoder(), 1, preprocessor=pre, segments=2),
+              "squad": BertSpanLabeler(encoder(), pre, doc_stride=16, max_query_length=8),
+              "swag": BertMultipleChoice(encoder(), preprocessor=pre),
+              "ner": BertTagger(encoder(), len(TASK_TAGS), label_names=TASK_TAGS, preprocessor=pre)}
+    models["sst2"].compile(optimizer=keras.optimizers.AdamW(1e-3),
+                           loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    models["sst2"].fit(pre(TASK_SENTENCES), np.array([0, 1, 0, 1]), epochs=1, verbose=0)
+    return models
+
+
 def run_workers(argv: list[str], count: int = 2, timeout: float = 900) -> list[str]:
     """Runs `argv` as `count` MultiWorkerMirroredStrategy workers on loopback ports (TF_CONFIG set for each);
     asserts every worker exits 0; returns their standard outputs."""

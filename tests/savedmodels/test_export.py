@@ -13,41 +13,22 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_keras.config import PRESETS
-from bert_keras.encoder import BertEncoder
-from bert_keras.preprocessing import BertPreprocessor
-from bert_keras.tasks import BertClassifier, BertMultipleChoice, BertSpanLabeler, BertTagger
 from savedmodels.export import export_for_serving, export_task_model
 from savedmodels.ops import saved_model_op_types, unsupported_ops
 from session_path import run_signatures
+from conftest import TASK_LABELS as LABELS
+from conftest import TASK_TAGS as TAGS
 
-LABELS = ["negative", "positive"]
-TAGS = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
 SENTENCES = ["a charming and often affecting journey .", "Ünïcödé — “quoted” text", "", "   \t  "]
 IDS = {"input_word_ids": [[101, 2204, 2143, 102, 0]], "input_mask": [[1, 1, 1, 1, 0]],
        "input_type_ids": [[0, 0, 0, 0, 0]]}
 
 
-def _train_one_step(model, pre):
-    """A fit step, so the model carries an optimizer with slot variables, as a fine-tuned model does."""
-    model.compile(optimizer=keras.optimizers.AdamW(1e-3),
-                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    model.fit(pre(SENTENCES), np.array([0, 1, 0, 1]), epochs=1, verbose=0)
-    assert len(model.optimizer.variables) > 2 * len(model.trainable_weights)
-
-
 @pytest.fixture(scope="module")
-def exports(tmp_path_factory, minilm_vocab):
-    keras.utils.set_random_seed(1)
-    pre = BertPreprocessor(minilm_vocab, max_seq_length=64)
-    encoder = lambda: BertEncoder(PRESETS["bert_tiny"])  # noqa: E731
-    models = {"sst2": BertClassifier(encoder(), 2, label_names=LABELS, preprocessor=pre),
-              "mrpc": BertClassifier(encoder(), 2, preprocessor=pre, segments=2),
-              "stsb": BertClassifier(encoder(), 1, preprocessor=pre, segments=2),
-              "squad": BertSpanLabeler(encoder(), pre, doc_stride=16, max_query_length=8),
-              "swag": BertMultipleChoice(encoder(), preprocessor=pre),
-              "ner": BertTagger(encoder(), len(TAGS), label_names=TAGS, preprocessor=pre)}
-    _train_one_step(models["sst2"], pre)
+def exports(tmp_path_factory, task_models):
+    models = task_models
+    assert len(models["sst2"].optimizer.variables) > 2 * len(models["sst2"].trainable_weights)   # slots: trained
+    pre = models["sst2"].preprocessor
     base = tmp_path_factory.mktemp("serving")
     written = {name: export_for_serving(model, str(base), name) for name, model in models.items()}
     paths = {name: w.version for name, w in written.items()}

@@ -19,11 +19,9 @@ from hypothesis import strategies as st
 
 pytest.importorskip("ai_edge_litert")
 
-from bert_keras.config import PRESETS  # noqa: E402
-from bert_keras.encoder import BertEncoder  # noqa: E402
 from bert_keras.preprocessing import BertPreprocessor  # noqa: E402
 from bert_keras.preprocessing.vocab import SPECIAL_TOKENS  # noqa: E402
-from bert_keras.tasks import BertClassifier, BertMultipleChoice, BertSpanLabeler, BertTagger  # noqa: E402
+from bert_keras.tasks import BertClassifier  # noqa: E402
 from savedmodels.litert import check_ops, convert, custom_ops, tokenizer_flatbuffer  # noqa: E402
 from savedmodels.litert_runner import LiteRTModel  # noqa: E402
 from savedmodels.litert_text import TFTEXT_OPS  # noqa: E402
@@ -32,7 +30,6 @@ sys.path.insert(0, str(pathlib.Path(__file__).parents[1] / "preprocessing"))
 from corpora import corpora  # noqa: E402
 from test_wordpiece import _CHARS, TRAPS, _byte_offsets, _divergent  # noqa: E402
 
-TAGS = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
 SENTENCES = ["a charming and often affecting journey .", "Ünïcödé — “quoted” text", "", "   \t  ",
              "x" * 120 + " Straße ﬁne \u200bzero\u200b", "caf\u00e9\ufffd \x00nul"]
 
@@ -133,16 +130,8 @@ INPUTS = {
 
 
 @pytest.fixture(scope="module")
-def exports(tmp_path_factory, minilm_vocab):
-    keras.utils.set_random_seed(1)
-    pre = BertPreprocessor(minilm_vocab, max_seq_length=64)
-    encoder = lambda: BertEncoder(PRESETS["bert_tiny"])  # noqa: E731
-    models = {"sst2": BertClassifier(encoder(), 2, label_names=["negative", "positive"], preprocessor=pre),
-              "mrpc": BertClassifier(encoder(), 2, preprocessor=pre, segments=2),
-              "stsb": BertClassifier(encoder(), 1, preprocessor=pre, segments=2),
-              "squad": BertSpanLabeler(encoder(), pre, doc_stride=16, max_query_length=8),
-              "swag": BertMultipleChoice(encoder(), preprocessor=pre),
-              "ner": BertTagger(encoder(), len(TAGS), label_names=TAGS, preprocessor=pre)}
+def exports(tmp_path_factory, task_models):
+    models = task_models
     folder = tmp_path_factory.mktemp("litert")
     paths = {}
     for name, model in models.items():

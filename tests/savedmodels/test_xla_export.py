@@ -6,22 +6,16 @@ the same path. Compilations are counted from XLA's own module dumps (one per com
 import os
 import types
 
-import keras
 import numpy as np
 import pytest
 
-from bert_keras.config import PRESETS
-from bert_keras.encoder import BertEncoder
 from bert_keras.preprocessing import BertPreprocessor
-from bert_keras.tasks import BertClassifier, BertMultipleChoice, BertSpanLabeler, BertTagger
 from savedmodels.batching import BatchingParameters
 from savedmodels.errors import LoadError
 from savedmodels.export import export_for_serving, export_task_model
 from savedmodels.xla import XlaShapes, must_compile_functions
 from session_path import run_signatures
 
-LABELS = ["negative", "positive"]
-TAGS = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
 SHAPES = XlaShapes(lengths=(16, 32, 64), batch_sizes=(1, 2, 4))
 LONG = "the film is a charming and often affecting journey " * 4         # 36 pieces: bucket 64
 MID = "a charming and often affecting journey through a thin plot ."      # 12 pieces + 2: bucket 16
@@ -31,17 +25,9 @@ IDS = {"input_word_ids": [[101, 2204, 2143, 102, 0]], "input_mask": [[1, 1, 1, 1
 
 
 @pytest.fixture(scope="module")
-def exports(tmp_path_factory, minilm_vocab):
+def exports(tmp_path_factory, task_models):
     """Each task kind exported twice under one base path: `<kind>` (default) and `<kind>_xla`."""
-    keras.utils.set_random_seed(7)
-    pre = BertPreprocessor(minilm_vocab, max_seq_length=64)
-    encoder = lambda: BertEncoder(PRESETS["bert_tiny"])  # noqa: E731
-    models = {"sst2": BertClassifier(encoder(), 2, label_names=LABELS, preprocessor=pre),
-              "mrpc": BertClassifier(encoder(), 2, preprocessor=pre, segments=2),
-              "stsb": BertClassifier(encoder(), 1, preprocessor=pre, segments=2),
-              "squad": BertSpanLabeler(encoder(), pre, doc_stride=16, max_query_length=8),
-              "swag": BertMultipleChoice(encoder(), preprocessor=pre),
-              "ner": BertTagger(encoder(), len(TAGS), label_names=TAGS, preprocessor=pre)}
+    models = task_models
     base = tmp_path_factory.mktemp("serving")
     paths = {}
     for name, model in models.items():
