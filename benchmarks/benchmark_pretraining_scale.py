@@ -1,6 +1,6 @@
 """Pretraining data at scale: peak memory of the keyed generator as the input grows, and documents/s per
 worker (local pool with 1 and 2 workers, Beam's DirectRunner with 2) against google-research's
-create_pretraining_data.py logic (benchmark_pretraining_data.py's step-for-step peer), all in one run.
+create_pretraining_data.py logic (google_pretraining_peer.py, its step-for-step re-implementation), in one run.
 
     python benchmarks/benchmark_pretraining_scale.py [--sizes-mb 40 300] [--workers 2] [--beam]
                                                     [--out benchmarks/results/pretraining_scale.json]
@@ -9,9 +9,7 @@ Corpora: WikiText-2 valid + test (../shared/data, or $BERT_KERAS_SHARED_DATA) in
 copied until each size is reached; every copy of a document gets a last sentence naming its copy, so documents
 are distinct as in a real corpus (exact duplicates share a bucket). Memory: each run is a fresh
 `bert-keras pretraining-data` process (dupe factor 1, 8 shards); peak RSS is sampled every 0.1 s over the
-process and its workers (sum), and the largest single process' peak is reported too. The in-memory generator
-this replaced (read_documents, create_instances, write_records: every document and pair in one process) is
-measured on the smallest size as the "before". Speed: --speed-mb of the same copies (dupe factor 5, seq 128,
+process and its workers (sum), and the largest single process' peak is reported too. Speed: --speed-mb of the same copies (dupe factor 5, seq 128,
 one shard, --speed-bucket-mb buckets), the same settings on every side; a worker count's documents/s divided by its workers. Run with a Python
 that has the [beam] extra for --beam. The machine's CPU is shared: ratios come from one run of this script.
 """
@@ -108,19 +106,6 @@ def measured(argv: list[str]) -> dict:
             "largest_process_rss_mb": round(peak[1] / (1 << 20)), "stdout": out.strip().splitlines()[-1][:300]}
 
 
-IN_MEMORY = """
-import sys
-from bert_keras import BertPreprocessor
-from bert_keras.pretraining import MaskingConfig, create_instances, read_documents, tokenize_documents, write_records
-corpus, vocab, out = sys.argv[1:4]
-pre = BertPreprocessor(vocab, lower_case=True)
-documents = tokenize_documents(read_documents([corpus]), pre)
-instances = create_instances(documents, list(pre.vocab), MaskingConfig(dupe_factor=1), 12345)
-write_records(instances, [f"{out}-{i:05d}-of-00008.tfrecord" for i in range(8)])
-print(instances.num_instances, "instances")
-"""
-
-
 def memory(sizes, vocab, workers, tmp, documents, bucket_mb) -> dict:
     results = {}
     for mb in sizes:
@@ -133,13 +118,7 @@ def memory(sizes, vocab, workers, tmp, documents, bucket_mb) -> dict:
         r.update(megabytes=round(os.path.getsize(corpus) / (1 << 20), 1), documents=n)
         print("keyed", mb, "MB:", r, flush=True)
         results[f"keyed_{mb}mb"] = r
-        if mb == min(sizes):
-            r = measured([sys.executable, "-c", IN_MEMORY, corpus, vocab, os.path.join(tmp, f"inmemory_{mb}")])
-            print("in-memory (before)", mb, "MB:", r, flush=True)
-            results[f"in_memory_{mb}mb"] = r
         for f in pathlib.Path(tmp).glob("keyed_*"):
-            f.unlink()
-        for f in pathlib.Path(tmp).glob("inmemory_*"):
             f.unlink()
         os.remove(corpus)
     small, large = results[f"keyed_{min(sizes)}mb"], results[f"keyed_{max(sizes)}mb"]
@@ -150,7 +129,7 @@ def memory(sizes, vocab, workers, tmp, documents, bucket_mb) -> dict:
 
 
 def speed(vocab, tmp, documents, workers, beam, megabytes, bucket_mb) -> dict:
-    from benchmark_pretraining_data import run_google
+    from google_pretraining_peer import run_google
     corpus = os.path.join(tmp, "speed.txt")
     n_docs = write_copies(documents, corpus, megabytes)
     results = {"corpus": f"WikiText-2 valid + test copies, {os.path.getsize(corpus) / (1 << 20):.1f} MB",
