@@ -18,8 +18,8 @@ TF.Text kernels, not a Python tokenizer loop; see tokenize_documents). Then, as 
 The sentence-level steps (chunking, A/B split, random next) look only at sentence lengths, for every document
 of a pass at once (chunk_pairs): A and B are spans of one flat token array. Truncation and masking, the
 per-token work, run on a batch of instances at a time in NumPy (pack_pairs, mask_instances). Both are google's
-distributions with other draws, so for a given seed the instances are not google's script's; google's final
-shuffle is the keyed generator's instance keys.
+distributions with other draws, so for a given seed the instances are not google's script's; the keyed
+generator's random instance keys take the place of google's final shuffle.
 """
 
 from __future__ import annotations
