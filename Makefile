@@ -59,7 +59,7 @@ benchmark: $(STAMP)
 	$(PY) benchmarks/benchmark_tokenizer.py
 	$(PY) benchmarks/benchmark_serving.py
 	$(PY) benchmarks/benchmark_finetune.py
-	$(PY) benchmarks/benchmark_pretraining_data.py
+	$(PY) benchmarks/benchmark_pretraining_scale.py
 	$(PY) benchmarks/benchmark_resume.py --check
 
 wheel: $(STAMP)

@@ -1,19 +1,21 @@
 """Pretraining data at scale: peak memory of the keyed generator as the input grows, and documents/s per
 worker (local pool with 1 and 2 workers, Beam's DirectRunner with 2) against google-research's
-create_pretraining_data.py logic (benchmark_pretraining_data.py's step-for-step peer), all in one run.
+create_pretraining_data.py logic (google_pretraining_peer.py, its step-for-step re-implementation), in one run.
 
-    python benchmarks/benchmark_pretraining_scale.py [--sizes-mb 40 300] [--workers 2] [--beam]
+    python benchmarks/benchmark_pretraining_scale.py [--sizes-mb 2 8 32] [--bucket-mb 1] [--workers 2] [--beam]
+                                                    [--skip-speed] [--skip-memory]
                                                     [--out benchmarks/results/pretraining_scale.json]
 
 Corpora: WikiText-2 valid + test (../shared/data, or $BERT_KERAS_SHARED_DATA) in google-research's format,
 copied until each size is reached; every copy of a document gets a last sentence naming its copy, so documents
 are distinct as in a real corpus (exact duplicates share a bucket). Memory: each run is a fresh
-`bert-keras pretraining-data` process (dupe factor 1, 8 shards); peak RSS is sampled every 0.1 s over the
-process and its workers (sum), and the largest single process' peak is reported too. The in-memory generator
-this replaced (read_documents, create_instances, write_records: every document and pair in one process) is
-measured on the smallest size as the "before". Speed: --speed-mb of the same copies (dupe factor 5, seq 128,
-one shard, --speed-bucket-mb buckets), the same settings on every side; a worker count's documents/s divided by its workers. Run with a Python
-that has the [beam] extra for --beam. The machine's CPU is shared: ratios come from one run of this script.
+`bert-keras pretraining-data` process (dupe factor 1, 8 shards, --workers, --bucket-mb); resident memory is
+sampled every 0.1 s over the process and its workers: the peak of their sum (RSS, which counts the pages forked
+workers share with their server once per process; and PSS, which splits shared pages between the processes that
+map them) and of the largest single process. Speed: --speed-mb of the same copies (dupe factor 5, seq 128, one
+shard, --speed-bucket-mb buckets), the same settings on every side; a worker count's documents/s divided by its
+workers. Run with a Python that has the [beam] extra for --beam. The machine's CPU is shared: ratios come from one
+run of this script.
 """
 
 from __future__ import annotations
@@ -48,7 +50,8 @@ def base_documents() -> list[list[str]]:
 
 
 def write_copies(documents, path: str, megabytes: float) -> int:
-    """Copies of `documents` until `megabytes`; returns the number of documents written."""
+    """Copies of `documents` until `megabytes` (the document that reaches it is the last); returns the number of
+    documents written."""
     target, written, n, copy = megabytes * (1 << 20), 0, 0, 0
     with open(path, "w", encoding="utf-8") as f:
         while written < target:
@@ -57,12 +60,14 @@ def write_copies(documents, path: str, megabytes: float) -> int:
                 f.write(text)
                 written += len(text.encode("utf-8"))
                 n += 1
+                if written >= target:
+                    break
             copy += 1
     return n
 
 
-def tree_rss(pid: int) -> tuple[int, int]:
-    """(sum, largest) resident set of `pid` and its descendants, bytes."""
+def tree_rss(pid: int) -> tuple[int, int, int]:
+    """(RSS sum, PSS sum, largest RSS) of `pid` and its descendants, bytes."""
     children = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
@@ -72,30 +77,32 @@ def tree_rss(pid: int) -> tuple[int, int]:
                 children.setdefault(parent, []).append(int(entry))
             except (OSError, IndexError, ValueError):
                 pass
-    total, largest, todo = 0, 0, [pid]
+    total, pss, largest, todo = 0, 0, 0, [pid]
     while todo:
         p = todo.pop()
         todo.extend(children.get(p, []))
         try:
             with open(f"/proc/{p}/status") as f:
                 rss = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS:"))
+            with open(f"/proc/{p}/smaps_rollup") as f:
+                pss += next(int(line.split()[1]) * 1024 for line in f if line.startswith("Pss:"))
             total, largest = total + rss, max(largest, rss)
         except (OSError, StopIteration):
             pass
-    return total, largest
+    return total, pss, largest
 
 
 def measured(argv: list[str]) -> dict:
-    """Runs argv, sampling its process tree's memory; -> seconds, peak sum and largest single RSS (MB)."""
+    """Runs argv, sampling its process tree's memory; -> seconds, peak RSS sum, PSS sum and largest single RSS
+    (MB)."""
     start = time.perf_counter()
     process = subprocess.Popen(argv, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    peak = [0, 0]
+    peak = [0, 0, 0]
 
     def sample():
         while process.poll() is None:
-            total, largest = tree_rss(process.pid)
-            peak[0], peak[1] = max(peak[0], total), max(peak[1], largest)
+            peak[:] = map(max, peak, tree_rss(process.pid))
             time.sleep(0.1)
 
     sampler = threading.Thread(target=sample)
@@ -104,25 +111,14 @@ def measured(argv: list[str]) -> dict:
     sampler.join()
     if process.returncode:
         raise SystemExit(f"{' '.join(argv)} failed:\n{err[-3000:]}")
-    return {"seconds": round(time.perf_counter() - start, 2), "peak_rss_mb": round(peak[0] / (1 << 20)),
-            "largest_process_rss_mb": round(peak[1] / (1 << 20)), "stdout": out.strip().splitlines()[-1][:300]}
-
-
-IN_MEMORY = """
-import sys
-from bert_keras import BertPreprocessor
-from bert_keras.pretraining import MaskingConfig, create_instances, read_documents, tokenize_documents, write_records
-corpus, vocab, out = sys.argv[1:4]
-pre = BertPreprocessor(vocab, lower_case=True)
-documents = tokenize_documents(read_documents([corpus]), pre)
-instances = create_instances(documents, list(pre.vocab), MaskingConfig(dupe_factor=1), 12345)
-write_records(instances, [f"{out}-{i:05d}-of-00008.tfrecord" for i in range(8)])
-print(instances.num_instances, "instances")
-"""
+    mb = lambda b: round(b / (1 << 20))                                                # noqa: E731
+    return {"seconds": round(time.perf_counter() - start, 2), "peak_rss_mb": mb(peak[0]),
+            "peak_pss_mb": mb(peak[1]), "largest_process_rss_mb": mb(peak[2]),
+            "stdout": out.strip().splitlines()[-1][:300]}
 
 
 def memory(sizes, vocab, workers, tmp, documents, bucket_mb) -> dict:
-    results = {}
+    results = {"workers": workers, "bucket_mb": bucket_mb, "dupe_factor": 1, "shards": 8}
     for mb in sizes:
         corpus = os.path.join(tmp, f"corpus_{mb}mb.txt")
         n = write_copies(documents, corpus, mb)
@@ -130,27 +126,22 @@ def memory(sizes, vocab, workers, tmp, documents, bucket_mb) -> dict:
                 os.path.join(tmp, f"keyed_{mb}"), "--vocab", vocab, "--dupe-factor", "1", "--shards", "8",
                 "--workers", str(workers), "--bucket-mb", str(bucket_mb), "--quiet"]
         r = measured(argv)
-        r.update(megabytes=round(os.path.getsize(corpus) / (1 << 20), 1), documents=n)
+        r.update(megabytes=round(os.path.getsize(corpus) / (1 << 20), 2), documents=n)
         print("keyed", mb, "MB:", r, flush=True)
         results[f"keyed_{mb}mb"] = r
-        if mb == min(sizes):
-            r = measured([sys.executable, "-c", IN_MEMORY, corpus, vocab, os.path.join(tmp, f"inmemory_{mb}")])
-            print("in-memory (before)", mb, "MB:", r, flush=True)
-            results[f"in_memory_{mb}mb"] = r
         for f in pathlib.Path(tmp).glob("keyed_*"):
-            f.unlink()
-        for f in pathlib.Path(tmp).glob("inmemory_*"):
             f.unlink()
         os.remove(corpus)
     small, large = results[f"keyed_{min(sizes)}mb"], results[f"keyed_{max(sizes)}mb"]
     results["input_growth"] = round(large["megabytes"] / small["megabytes"], 2)
     results["peak_rss_growth"] = round(large["peak_rss_mb"] / small["peak_rss_mb"], 3)
+    results["peak_pss_growth"] = round(large["peak_pss_mb"] / small["peak_pss_mb"], 3)
     results["largest_process_rss_growth"] = round(large["largest_process_rss_mb"] / small["largest_process_rss_mb"], 3)
     return results
 
 
 def speed(vocab, tmp, documents, workers, beam, megabytes, bucket_mb) -> dict:
-    from benchmark_pretraining_data import run_google
+    from google_pretraining_peer import run_google
     corpus = os.path.join(tmp, "speed.txt")
     n_docs = write_copies(documents, corpus, megabytes)
     results = {"corpus": f"WikiText-2 valid + test copies, {os.path.getsize(corpus) / (1 << 20):.1f} MB",
@@ -199,11 +190,14 @@ def speed(vocab, tmp, documents, workers, beam, megabytes, bucket_mb) -> dict:
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--sizes-mb", type=float, nargs="+", default=[40, 300])
+    p.add_argument("--sizes-mb", type=float, nargs="+", default=[2, 8, 32],
+                   help="corpus sizes of the memory runs (the growth is largest / smallest)")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--beam", action="store_true", help="also time Beam's DirectRunner (needs the [beam] extra)")
     p.add_argument("--skip-memory", action="store_true")
-    p.add_argument("--bucket-mb", type=float, default=16, help="bucket size of the memory runs")
+    p.add_argument("--skip-speed", action="store_true")
+    p.add_argument("--bucket-mb", type=float, default=1,
+                   help="bucket size of the memory runs (at most the smallest size, so every size fills buckets)")
     p.add_argument("--speed-mb", type=float, default=2, help="corpus size of the speed runs")
     p.add_argument("--speed-bucket-mb", type=float, default=0.5, help="bucket size of the speed runs")
     p.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "pretraining_scale.json"))
@@ -212,17 +206,27 @@ def main(argv=None):
     from bert_keras.loading import bundled_minilm_folder
     vocab = os.path.join(bundled_minilm_folder(), "vocab.txt")
     documents = base_documents()
-    results = {"cpus": os.cpu_count(), "load_average_at_start": os.getloadavg()}
+    results = {"argv": sys.argv[1:] if argv is None else argv, "date": time.strftime("%Y-%m-%d %H:%M"),
+               "commit": _commit(), "cpus": os.cpu_count(), "load_average_at_start": os.getloadavg()}
     with tempfile.TemporaryDirectory() as tmp:
-        results["speed"] = speed(vocab, tmp, documents, args.workers, args.beam, args.speed_mb,
-                                 args.speed_bucket_mb)
-        write_json(args.out, results)
+        if not args.skip_speed:
+            results["speed"] = speed(vocab, tmp, documents, args.workers, args.beam, args.speed_mb,
+                                     args.speed_bucket_mb)
+            write_json(args.out, results)
         if not args.skip_memory:
             results["memory"] = memory(args.sizes_mb, vocab, args.workers, tmp, documents,
                                        args.bucket_mb)
     results["load_average_at_end"] = os.getloadavg()
     write_json(args.out, results)
     print("wrote", args.out)
+
+
+def _commit() -> str | None:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True,
+                              check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
 
 
 if __name__ == "__main__":

@@ -4,13 +4,13 @@
     python benchmarks/benchmark_resume.py [--resume-at 50000] [--batch-size 32] [--records 100000]
                                      [--out benchmarks/results/resume.json]
 
-The set: `--records` random google-research-format instances (max_seq_length 128, 20 predictions) written by
-bert_keras.pretraining.write_records into 4 files (~1.1 kB a record), read in epochs, so batch 50,000 of batch 32
-lies in epoch 16. Reported for each side: seconds from building the dataset to holding batch N (ours includes
-indexing the files, also given apart, and timed cold: no index cache), steady records/s over the next batches
-(the input rate a training run sees), and ours/peer ratios. Both sides' batch N are checked to have the shape a
-batch has; ours is checked to equal batch N of its own uninterrupted stream (read the long way once, untimed
-when --check).
+The set: `--records` random google-research-format instances (max_seq_length 128, 20 predictions) framed by
+bert_keras.pretraining.records.tfrecord_frames, round-robin into 4 files (~1.1 kB a record), read in epochs, so
+batch 50,000 of batch 32 lies in epoch 16. Reported for each side: seconds from building the dataset to holding
+batch N (ours includes indexing the files, also given apart, and timed cold: no index cache), steady records/s
+over the next batches (the input rate a training run sees), and ours/peer ratios. Both sides' batch N are checked
+to have the shape a batch has; ours is checked to equal batch N of its own uninterrupted stream (read the long
+way once, untimed when --check).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ SEQ, PRED = 128, 20
 
 def make_records(folder: str, count: int) -> list[str]:
     import numpy as np
-    from bert_keras.pretraining import write_records
+    from bert_keras.pretraining.records import tfrecord_frames
     rng = np.random.default_rng(0)
     length = rng.integers(20, SEQ + 1, count)
     real = np.arange(SEQ)[None, :] < length[:, None]
@@ -44,7 +44,10 @@ def make_records(folder: str, count: int) -> list[str]:
                 "masked_lm_weights": np.ones((count, PRED), np.float32),
                 "next_sentence_labels": rng.integers(0, 2, (count, 1))}
     paths = [os.path.join(folder, f"set-{i:05d}-of-00004.tfrecord") for i in range(4)]
-    write_records({k: np.asarray(v) for k, v in features.items()}, paths)
+    for i, path in enumerate(paths):                 # record k to file k % 4, as google-research writes them
+        data, _ = tfrecord_frames({k: np.asarray(v)[i::4] for k, v in features.items()})
+        with open(path, "wb") as f:
+            f.write(data.tobytes())
     return paths
 
 

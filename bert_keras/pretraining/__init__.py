@@ -1,11 +1,11 @@
-"""Pretraining: google-research's data format and instance recipe (instances.py, records.py), tf.data pipelines
-(dataset.py) and the resumable training loop (trainer.py)."""
+"""Pretraining: google-research's data format (records.py), its instance recipe (instances.py) run by the keyed
+generator locally or on Apache Beam (keyed.py, local.py, beam.py), tf.data pipelines (dataset.py) and the
+resumable training loop (trainer.py)."""
 
 from __future__ import annotations
 
-from bert_keras.pretraining.instances import MaskingConfig, create_instances, read_documents, tokenize_documents
-from bert_keras.pretraining.records import check_records, feature_spec, record_files, serialize_examples, \
-    write_records
+from bert_keras.pretraining.instances import MaskingConfig
+from bert_keras.pretraining.records import check_records, feature_spec, record_files
 from bert_keras.pretraining.trainer import PretrainConfig, pretrain
 
 
@@ -48,6 +48,5 @@ def _bar(total: int, unit: str, show: bool):
     return bar.add
 
 
-__all__ = ["MaskingConfig", "PretrainConfig", "check_records", "create_instances", "create_pretraining_data",
-           "feature_spec", "pretrain", "read_documents", "record_files", "serialize_examples", "tokenize_documents",
-           "write_records"]
+__all__ = ["MaskingConfig", "PretrainConfig", "check_records", "create_pretraining_data", "feature_spec", "pretrain",
+           "record_files"]

@@ -1,8 +1,8 @@
-"""Pretraining instances, google-research/bert's create_pretraining_data.py recipe, on token ids and in NumPy.
+"""Pretraining instances, google-research/bert's create_pretraining_data.py recipe, on token ids and in NumPy:
+the steps the keyed generator (keyed.py) runs on each bucket of documents.
 
-Input: text files, one sentence per line, a blank line between documents. Each line is tokenized by the model's
-own BertPreprocessor (batched TF.Text kernels, not a Python tokenizer loop; see tokenize_documents). Then, as
-google-research:
+Input: documents as lists of sentences. Each line is tokenized by the model's own BertPreprocessor (batched
+TF.Text kernels, not a Python tokenizer loop; see tokenize_documents). Then, as google-research:
 
 - for each of `dupe_factor` passes, each document is cut into chunks of sentences filling
   `target_seq_length` (= max_seq_length - 3, or with probability `short_seq_prob` a random 2..max);
@@ -10,16 +10,16 @@ google-research:
   for a one-sentence chunk), sentences from a random other document ("random next", label 1; the unused
   sentences are put back);
 - the pair is cut to max_seq_length - 3 by dropping a token from the front or back of the longer side at random;
-- all pairs shuffled; [CLS] A [SEP] B [SEP];
+- [CLS] A [SEP] B [SEP];
 - masking: candidates are all positions but [CLS]/[SEP] (whole words with `whole_word_mask`: a "##" piece joins
   the word before it), taken in random order while they fit: num_to_predict = min(max_predictions_per_seq,
   max(1, round(len * masked_lm_prob))), a word that would overflow it is skipped; each chosen token becomes
   [MASK] 80%, itself 10%, a random vocabulary id 10%.
 The sentence-level steps (chunking, A/B split, random next) look only at sentence lengths, for every document
-at once (create_pairs): A and B are spans of one flat token array. Truncation and masking, the per-token work,
-run on a batch of instances at a time in NumPy (InstanceBatches; batch b draws from
-`np.random.default_rng([seed, b])`). Both are google's distributions with other draws, so for a given seed the
-instances are not google's script's. Same seed, same bytes.
+of a pass at once (chunk_pairs): A and B are spans of one flat token array. Truncation and masking, the
+per-token work, run on a batch of instances at a time in NumPy (pack_pairs, mask_instances). Both are google's
+distributions with other draws, so for a given seed the instances are not google's script's; the keyed
+generator's random instance keys take the place of google's final shuffle.
 """
 
 from __future__ import annotations
@@ -40,20 +40,6 @@ class MaskingConfig:
     short_seq_prob: float = 0.1
     dupe_factor: int = 10
     whole_word_mask: bool = False
-
-
-def read_documents(paths: list[str]) -> list[list[str]]:
-    """Documents as lists of sentences: a blank line ends a document (google-research's input format)."""
-    documents = [[]]
-    for path in paths:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            for line in f:
-                line = line.strip()
-                if not line:
-                    documents.append([])
-                else:
-                    documents[-1].append(line)
-    return documents
 
 
 @dataclasses.dataclass
@@ -136,10 +122,10 @@ class VocabIds:
 
 def pack_pairs(tokens: np.ndarray, pairs: np.ndarray, vocab: VocabIds, config: MaskingConfig,
                rng: np.random.Generator) -> dict:
-    """Pairs [N, 5] (spans of `tokens`, see create_pairs) -> truncated [CLS] A [SEP] B [SEP]:
+    """Pairs [N, 5] (spans of `tokens`, see chunk_pairs) -> truncated [CLS] A [SEP] B [SEP]:
     input_ids, input_mask, segment_ids [N, S] int32 and next_sentence_labels [N, 1] int64.
     tokens: [T + 1] int32, the corpus' ids and then one 0, which every padding position reads (made once per
-    corpus by InstanceBatches, not once per batch)."""
+    bucket, not once per batch)."""
     a_drop, a_length, b_drop, b_length = truncate_pairs(pairs[:, 1], pairs[:, 3], config.max_seq_length - 3, rng)
     if (a_length < 1).any() or (b_length < 1).any():
         raise ValueError("a pretraining pair ended up with an empty segment: documents need at least two tokens "
@@ -270,15 +256,15 @@ def _choose_whole_words(candidate, word, words, num_to_predict, config: MaskingC
     return chosen_words
 
 
-BLOCK_SENTENCES = 1 << 20       # create_pairs works on whole documents, about this many sentences at a time
+BLOCK_SENTENCES = 1 << 20       # chunk_pairs works on whole documents, about this many sentences at a time
 
 
-def create_pairs(documents: TokenizedDocuments, config: MaskingConfig, seed: int = 12345,
-                 progress=None) -> np.ndarray:
+def chunk_pairs(documents: TokenizedDocuments, config: MaskingConfig, rngs) -> np.ndarray:
     """The sentence-level half of the recipe, google-research's create_instances_from_document up to
-    truncation, `dupe_factor` passes over every document, all pairs shuffled -> [N, 5] int64 (A start, A length,
-    B start, B length, is_random_next): spans of the flat token array (`documents.tokens`; A and B are each
-    consecutive sentences of one document, so each is one span).
+    truncation: one pass over every document for each generator in `rngs` (pass p draws from rngs[p]; the keyed
+    generator gives `dupe_factor` of them) -> [N, 5] int64 (A start, A length, B start, B length,
+    is_random_next), pass after pass, documents in order: spans of the flat token array (`documents.tokens`; A
+    and B are each consecutive sentences of one document, so each is one span).
 
     google's loop walks a document chunk by chunk, and where the next chunk starts depends on the draws of the
     one before (a random next sentence puts the chunk's unused sentences back). Here every sentence gets the
@@ -289,10 +275,9 @@ def create_pairs(documents: TokenizedDocuments, config: MaskingConfig, seed: int
     random 2..max), sentences up to the first that reaches it, A = the first a_end of them (random 1..chunk-1),
     B = the rest, or (half of the time, always for a one-sentence chunk) sentences of a random other document
     from a random one on until they reach target - len(A). Same distributions as google's draws, other draws;
-    the same seed gives the same pairs (google shuffles the documents first; the order of the documents does not
-    change these distributions). Documents go in blocks of about BLOCK_SENTENCES sentences (a few hundred bytes
-    of arrays a sentence)."""
-    rng = np.random.default_rng(seed)
+    the same generators give the same pairs (google shuffles the documents first; the order of the documents
+    does not change these distributions). Documents go in blocks of about BLOCK_SENTENCES sentences (a few
+    hundred bytes of arrays a sentence)."""
     sizes = np.array([n for d in documents.lengths for n in d], np.int64)
     ends = np.cumsum(sizes)
     starts = ends - sizes                                               # [S] each sentence's token span
@@ -300,19 +285,16 @@ def create_pairs(documents: TokenizedDocuments, config: MaskingConfig, seed: int
     first = np.cumsum(count) - count                                    # [D] its first sentence
     last = first + count - 1                                            # [D] and its last
     blocks = np.searchsorted(first, np.arange(0, len(sizes), BLOCK_SENTENCES)).tolist() + [len(count)]
-    pairs = []
-    for _ in range(config.dupe_factor):
+    pairs = [np.zeros((0, 5), np.int64)]
+    for rng in rngs:
         for lo, hi in zip(blocks[:-1], blocks[1:]):
             if lo < hi:
                 pairs.append(_chunk_pairs(starts, ends, first, last, lo, hi, config, rng))
-            if progress:
-                progress(hi - lo)
-    pairs = np.concatenate([np.zeros((0, 5), np.int64), *pairs])
-    return pairs[rng.permutation(len(pairs))]
+    return np.concatenate(pairs)
 
 
 def _chunk_pairs(starts, ends, first, last, lo: int, hi: int, config: MaskingConfig, rng: np.random.Generator):
-    """One pass over documents lo..hi-1 (see create_pairs; first/last: each document's first/last sentence)
+    """One pass over documents lo..hi-1 (see chunk_pairs; first/last: each document's first/last sentence)
     -> their pairs [P, 5]."""
     s = np.arange(first[lo], last[hi - 1] + 1)                          # [S] the block's sentences
     doc = np.repeat(np.arange(lo, hi), last[lo:hi] - first[lo:hi] + 1)  # [S] and their documents
@@ -381,45 +363,3 @@ def _path_nodes(successor: np.ndarray, heads: np.ndarray) -> np.ndarray:
     for k, jump in enumerate(jumps[:-1]):
         node = np.where(step >> k & 1, jump[node], node)
     return node
-
-
-class InstanceBatches:
-    """All instances of a corpus as google-research's features, made a batch at a time: `batches[b]` is
-    {name: array [<= batch_size, ...]} (see records.feature_spec) for instances b * batch_size.., packed and
-    masked when asked for. Only the pairs [N, 5] are kept, never every instance, so memory grows by 40 bytes an
-    instance. Batch b draws from its own generator (seed, b): batches made in any order, or on several threads
-    at once, are the same, and the same seed gives the same bytes."""
-
-    def __init__(self, documents: TokenizedDocuments, vocab_tokens: list[str], config: MaskingConfig,
-                 seed: int = 12345, batch_size: int = 2048, progress=None):
-        self.config, self.seed, self.batch_size = config, seed, batch_size
-        self.tokens = np.append(documents.tokens, np.int32(0))        # [T + 1]: padding reads the final 0
-        self.vocab = VocabIds(vocab_tokens)
-        self.pairs = create_pairs(documents, config, seed, progress)
-
-    @property
-    def num_instances(self) -> int:
-        return len(self.pairs)
-
-    def __len__(self) -> int:
-        return -(-len(self.pairs) // self.batch_size)
-
-    def __getitem__(self, b: int) -> dict:
-        if not 0 <= b < len(self):
-            raise IndexError(f"batch {b} of {len(self)}")
-        rng = np.random.default_rng([self.seed, b])
-        pairs = self.pairs[b * self.batch_size:(b + 1) * self.batch_size]
-        features = pack_pairs(self.tokens, pairs, self.vocab, self.config, rng)
-        return mask_instances(features, self.vocab, self.config, rng)
-
-    def all(self) -> dict:
-        """Every instance at once, {name: array [N, ...]}."""
-        batches = [self[b] for b in range(len(self))]
-        return {k: np.concatenate([batch[k] for batch in batches]) for k in batches[0]}
-
-
-def create_instances(documents: TokenizedDocuments, vocab_tokens: list[str], config: MaskingConfig,
-                     seed: int = 12345, progress=None) -> InstanceBatches:
-    """All instances of `dupe_factor` passes over the tokenized documents, shuffled, as batches of google-research's
-    features (InstanceBatches; `.all()` for one dict of arrays)."""
-    return InstanceBatches(documents, vocab_tokens, config, seed, progress=progress)

@@ -32,7 +32,7 @@ import os
 
 import numpy as np
 
-from bert_keras.pretraining.instances import MaskingConfig, VocabIds, _chunk_pairs, mask_instances, pack_pairs, \
+from bert_keras.pretraining.instances import MaskingConfig, VocabIds, chunk_pairs, mask_instances, pack_pairs, \
     tokenize_documents
 from bert_keras.pretraining.records import _typed, tfrecord_frames
 
@@ -196,23 +196,10 @@ def instance_keys(seed: int, bucket: int, n: int) -> np.ndarray:
 
 
 def keyed_pairs(documents, config: MaskingConfig, seed: int, bucket: int) -> np.ndarray:
-    """create_pairs for one bucket, pass p drawing from default_rng([seed, bucket, p]); no shuffle (the instance
-    keys order them) -> [N, 5] (A start, A length, B start, B length, is_random_next)."""
-    from bert_keras.pretraining import instances
-    sizes = np.array([n for d in documents.lengths for n in d], np.int64)
-    ends = np.cumsum(sizes)
-    starts = ends - sizes
-    count = np.array([len(d) for d in documents.lengths], np.int64)
-    first = np.cumsum(count) - count
-    last = first + count - 1
-    blocks = np.searchsorted(first, np.arange(0, len(sizes), instances.BLOCK_SENTENCES)).tolist() + [len(count)]
-    pairs = [np.zeros((0, 5), np.int64)]
-    for p in range(config.dupe_factor):
-        rng = np.random.default_rng([_seed64(seed), bucket, p])
-        for lo, hi in zip(blocks[:-1], blocks[1:]):
-            if lo < hi:
-                pairs.append(_chunk_pairs(starts, ends, first, last, lo, hi, config, rng))
-    return np.concatenate(pairs)
+    """One bucket's pairs (instances.chunk_pairs), pass p drawing from default_rng([seed, bucket, p]); no shuffle
+    (the instance keys order them) -> [N, 5] (A start, A length, B start, B length, is_random_next)."""
+    rngs = (np.random.default_rng([_seed64(seed), bucket, p]) for p in range(config.dupe_factor))
+    return chunk_pairs(documents, config, rngs)
 
 
 @dataclasses.dataclass

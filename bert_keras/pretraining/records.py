@@ -5,14 +5,12 @@ Features (all fixed length; int64 unless noted), exactly run_pretraining.py's `n
   masked_lm_positions, masked_lm_ids        [max_predictions_per_seq] 0-padded
   masked_lm_weights                         [max_predictions_per_seq] float32, 1.0 real / 0.0 padding
   next_sentence_labels                      [1]                       1 = B is a random next sentence
-Records are encoded and framed in NumPy (example_proto.py, tfrecord_frames below). Instances go round-robin over
-the output shards, as google-research writes them; each shard is written to a temporary name and renamed, so a
-reader never sees a partial file.
+Records are encoded and framed in NumPy (example_proto.py, tfrecord_frames below); the keyed generator
+(keyed.py) writes each shard to a temporary name and renames it, so a reader never sees a partial file.
 """
 
 from __future__ import annotations
 
-import contextlib
 import glob
 import os
 
@@ -20,9 +18,7 @@ import google_crc32c as crc32c
 import numpy as np
 import tensorflow as tf
 
-from bert_keras.atomic import atomic_file
-from bert_keras.pretraining.example_proto import encode_examples, example_blocks, join_blocks
-from bert_keras.pretraining.parallel import ordered_map
+from bert_keras.pretraining.example_proto import example_blocks, join_blocks
 
 
 def feature_spec(max_seq_length: int, max_predictions_per_seq: int) -> dict:
@@ -36,49 +32,6 @@ def feature_spec(max_seq_length: int, max_predictions_per_seq: int) -> dict:
 
 # Names in google-research's order, with their dtypes: read off feature_spec, so the two cannot disagree.
 FEATURE_DTYPES = {name: spec.dtype for name, spec in feature_spec(1, 1).items()}
-
-
-def serialize_examples(batches, batch_size: int = 2048):
-    """Instances -> their serialized tf.train.Example protos (bytes), in order, as an iterator. `batches`: a
-    sequence of {name: array [n, k]} (InstanceBatches, made on demand), or one such dict (cut in `batch_size`)."""
-    def records(features):
-        data, ends = encode_examples(_typed(features))
-        data, ends = data.tobytes(), ends.tolist()
-        return [data[start:end] for start, end in zip([0] + ends[:-1], ends)]
-
-    for batch in ordered_map(records, _as_batches(batches, batch_size)):
-        yield from batch
-
-
-def write_records(batches, paths: list[str], progress=None, batch_size: int = 2048) -> None:
-    """Instances (InstanceBatches or one {name: array [N, ...]}, see serialize_examples) -> TFRecord files,
-    round-robin over `paths` (instance k to shard k % len(paths), as google-research writes them).
-    `progress(n)` is called after each batch of n records.
-
-    Each batch is made, encoded and framed in NumPy on a thread per core (NumPy's array work runs without the
-    GIL), as one block of bytes per shard; the caller's thread only appends them to the files."""
-    batches = _as_batches(batches, batch_size)
-    # every batch but the last is full (InstanceBatches knows its size without making a batch)
-    size = getattr(batches, "batch_size", None) or (len(batches[0]["input_ids"]) if len(batches) else 0)
-
-    def frame(b):
-        features = _typed(batches[b])
-        n = len(features["input_ids"])
-        shard = (b * size + np.arange(n)) % len(paths)
-        if len(paths) > 1:                           # each shard's records together, in order
-            order = np.argsort(shard, kind="stable")
-            features = {name: values[order] for name, values in features.items()}
-        data, ends = tfrecord_frames(features)
-        cuts = np.concatenate([[0], ends])[np.cumsum(np.bincount(shard, minlength=len(paths)))]
-        return [data[start:end] for start, end in zip([0, *cuts[:-1]], cuts)], n
-
-    with contextlib.ExitStack() as stack:            # every shard renamed into place on success, removed on error
-        files = [stack.enter_context(open(stack.enter_context(atomic_file(p)), "wb")) for p in paths]
-        for shards, n in ordered_map(frame, range(len(batches))):
-            for f, data in zip(files, shards):
-                f.write(data)
-            if progress:
-                progress(n)
 
 
 def tfrecord_frames(features: dict) -> tuple[np.ndarray, np.ndarray]:
@@ -118,14 +71,6 @@ def _typed(features: dict) -> dict:
     """google-research's features in its order and types (float32 weights, integers otherwise)."""
     return {name: np.asarray(features[name], np.float32 if dtype == tf.float32 else None)
             for name, dtype in FEATURE_DTYPES.items()}
-
-
-def _as_batches(batches, batch_size: int):
-    """InstanceBatches (or any sequence of feature dicts) as they are; one dict cut into `batch_size` rows each."""
-    if isinstance(batches, dict):
-        whole, n = batches, len(batches["input_ids"])
-        return [{k: v[first:first + batch_size] for k, v in whole.items()} for first in range(0, n, batch_size)]
-    return batches
 
 
 def record_files(pattern: str) -> list[str]:

@@ -280,64 +280,38 @@ def test_tokenized_documents_are_hf_tokenizers_ids_however_the_lines_are_batched
     from tokenizers import BertWordPieceTokenizer
 
     from bert_keras import BertPreprocessor
-    from bert_keras.pretraining import read_documents, tokenize_documents
-    documents = read_documents([CORPUS])
+    from bert_keras.pretraining.instances import tokenize_documents
+    documents = [d.strip().split("\n") for d in open(CORPUS, encoding="utf-8").read().split("\n\n") if d.strip()]
+    documents.insert(1, ["", "(an empty sentence and an empty document are dropped)", " "])
+    documents.insert(3, [""])
     hf = BertWordPieceTokenizer(minilm_vocab, lowercase=True)
     expected = [[ids for ids in (hf.encode(s, add_special_tokens=False).ids for s in d) if ids] for d in documents]
     expected = [d for d in expected if d]                      # empty sentences and documents are dropped
     got = tokenize_documents(documents, BertPreprocessor(minilm_vocab), batch_size=batch_size)
+    assert len(expected) == len(documents) - 1
     assert got.lengths == [[len(ids) for ids in d] for d in expected]
     assert got.tokens.tolist() == [t for d in expected for ids in d for t in ids]
 
 
-def test_instance_batches_do_not_depend_on_the_order_they_are_made_in(minilm_vocab):
-    """Batches are made on worker threads in whatever order they finish; each draws from its own generator."""
-    from bert_keras.preprocessing import BertPreprocessor
-    from bert_keras.pretraining import MaskingConfig, create_instances, read_documents, tokenize_documents
-    pre = BertPreprocessor(minilm_vocab)
-    documents = tokenize_documents(read_documents([CORPUS]), pre)
-    config = MaskingConfig(max_seq_length=SEQ, max_predictions_per_seq=PRED, dupe_factor=2)
-    batches = create_instances(documents, pre.vocab, config, seed=3)
-    batches.batch_size = 16
-    assert len(batches) > 3
-    backwards = [batches[b] for b in reversed(range(len(batches)))][::-1]
-    forwards = batches.all()
-    for name, values in forwards.items():
-        np.testing.assert_array_equal(np.concatenate([b[name] for b in backwards]), values)
-    assert len(forwards["input_ids"]) == batches.num_instances
+def test_shards_are_what_tf_io_tfrecordwriter_writes_for_their_records(data, tmp_path):
+    """Our framing (lengths and masked CRC-32Cs computed in NumPy and google-crc32c) against TensorFlow's writer,
+    byte for byte, for every shard."""
+    _, files, _ = data
+    for i, path in enumerate(files):
+        records = [r.numpy() for r in tf.data.TFRecordDataset(str(path))]
+        assert records
+        reference = str(tmp_path / f"reference{i}.tfrecord")
+        with tf.io.TFRecordWriter(reference) as writer:
+            for record in records:
+                writer.write(record)
+        assert path.read_bytes() == open(reference, "rb").read()
 
 
-def test_shards_take_the_records_round_robin_across_batches(minilm_vocab, tmp_path):
-    """Record k goes to shard k % shards (google-research's order), also when a batch's size is not a multiple
-    of the shard count; each file is byte for byte what tf.io.TFRecordWriter writes for its records (our
-    framing: lengths and masked CRC-32Cs computed in NumPy and google-crc32c)."""
-    from bert_keras.preprocessing import BertPreprocessor
-    from bert_keras.pretraining import MaskingConfig, create_instances, read_documents, serialize_examples, \
-        tokenize_documents, write_records
-    pre = BertPreprocessor(minilm_vocab)
-    documents = tokenize_documents(read_documents([CORPUS]), pre)
-    batches = create_instances(documents, pre.vocab, MaskingConfig(max_seq_length=SEQ, dupe_factor=1), seed=3)
-    for batch_size in (10, 2):                       # batches of 2: in each, one of the 3 shards gets nothing
-        batches.batch_size = batch_size
-        records = list(serialize_examples(batches))
-        assert len(records) > 40
-        paths = [str(tmp_path / f"s{batch_size}-{i}.tfrecord") for i in range(3)]
-        write_records(batches, paths)
-        for i, path in enumerate(paths):
-            assert [r.numpy() for r in tf.data.TFRecordDataset(path)] == records[i::3]
-            reference = str(tmp_path / f"reference{i}.tfrecord")
-            with tf.io.TFRecordWriter(reference) as writer:
-                for record in records[i::3]:
-                    writer.write(record)
-            assert open(path, "rb").read() == open(reference, "rb").read()
-
-
-def google_chunk_walk(lengths, config, seed, block_sentences):
+def google_chunk_walk(lengths, config, rngs, block_sentences):
     """google-research's create_instances_from_document loop up to truncation, transcribed sentence by sentence
     (current_chunk, current_length, unused sentences put back), on sentence lengths; fed the uniforms
-    create_pairs draws (per pass and block of documents: the targets [2, docs], a chunk's a_end and coin at its
-    first sentence [2, sentences], then the random-next draws [11, chunks] in chunk order)."""
-    rng = np.random.default_rng(seed)
+    chunk_pairs draws (pass p from rngs[p]; per block of documents: the targets [2, docs], a chunk's a_end and
+    coin at its first sentence [2, sentences], then the random-next draws [11, chunks] in chunk order)."""
     count = [len(d) for d in lengths]
     first = np.cumsum([0] + count[:-1]).tolist()
     sizes = [n for d in lengths for n in d]
@@ -345,7 +319,7 @@ def google_chunk_walk(lengths, config, seed, block_sentences):
     blocks = np.searchsorted(first, np.arange(0, len(sizes), block_sentences)).tolist() + [len(count)]
     max_tokens = config.max_seq_length - 3
     pairs = []
-    for _ in range(config.dupe_factor):
+    for rng in rngs:
         for lo, hi in zip(blocks[:-1], blocks[1:]):
             if lo == hi:
                 continue
@@ -386,20 +360,22 @@ def google_chunk_walk(lengths, config, seed, block_sentences):
                 else:
                     b = chunk[a_end:]
                 pairs.append((starts[a[0]], a_length, starts[b[0]], sum(sizes[y] for y in b), int(random_next)))
-    pairs = np.array(pairs, np.int64).reshape(-1, 5)
-    return pairs[rng.permutation(len(pairs))]
+    return np.array(pairs, np.int64).reshape(-1, 5)
 
 
 @pytest.mark.parametrize("block_sentences", [1 << 20, 37])
 def test_pairs_follow_google_researchs_chunk_loop(monkeypatch, block_sentences):
-    """create_pairs (every sentence's chunk at once, documents' chunks found by pointer doubling) gives exactly
-    the pairs of google-research's sequential loop fed the same uniforms; also when documents go in blocks."""
+    """A bucket's pairs (every sentence's chunk at once, documents' chunks found by pointer doubling) are exactly
+    the pairs of google-research's sequential loop fed the same uniforms, pass p of bucket b drawing from
+    default_rng([seed, b, p]); also when documents go in blocks."""
     from bert_keras.pretraining import instances
+    from bert_keras.pretraining.keyed import keyed_pairs
     rng = np.random.default_rng(5)
     lengths = [rng.integers(1, 40, rng.integers(1, 30)).tolist() for _ in range(60)] + [[90], [3, 200, 4]]
     documents = instances.TokenizedDocuments(np.zeros(sum(map(sum, lengths)), np.int32), lengths)
     config = instances.MaskingConfig(max_seq_length=48, short_seq_prob=0.3, dupe_factor=3)
     monkeypatch.setattr(instances, "BLOCK_SENTENCES", block_sentences)
-    pairs = instances.create_pairs(documents, config, seed=11)
+    pairs = keyed_pairs(documents, config, seed=11, bucket=4)
     assert len(pairs) > 300 and 0.3 < pairs[:, 4].mean() < 0.8
-    np.testing.assert_array_equal(pairs, google_chunk_walk(lengths, config, 11, block_sentences))
+    rngs = [np.random.default_rng([11, 4, p]) for p in range(3)]
+    np.testing.assert_array_equal(pairs, google_chunk_walk(lengths, config, rngs, block_sentences))

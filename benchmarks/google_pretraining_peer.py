@@ -1,43 +1,22 @@
-"""Pretraining data creation speed: `bert_keras.pretraining.create_pretraining_data` against google-research's
-create_pretraining_data.py logic, on the same corpus and settings, in one process.
+"""The peer of benchmarks/benchmark_pretraining_scale.py: google-research's create_pretraining_data.py pipeline,
+re-implemented step for step as its Python does it (this file's own code; same classes, loops and data
+structures): FullTokenizer (BasicTokenizer: clean text, CJK spacing, whitespace split, lower + NFD accent strip,
+punctuation split; WordpieceTokenizer: greedy longest match, 100-char limit) on every line; instances built on
+token strings with one random.Random (TrainingInstance objects, candidate index sets, MaskedLmInstance tuples,
+[CLS] A [SEP] B [SEP] and the padding appended token by token); every instance converted to ids and written as a
+tf.train.Example through TFRecordWriter. max_seq_length 128, max_predictions_per_seq 20, masked_lm_prob 0.15,
+short_seq_prob 0.1.
 
-    python benchmarks/benchmark_pretraining_data.py [--input sentences.txt ...] [--dupe-factor 5] [--repeats 1]
-                                               [--out benchmarks/results/pretraining_data.json]
-
-The corpus is google-research's input format (one sentence per line, blank line between documents); by default
-WikiText-2 valid + test from ../shared/data converted by tools/wikitext_to_sentences.py, or the test fixture
-when ../shared is absent. The peer below re-implements google-research's pipeline step for step as its Python
-does it (this file's own code; same classes, loops and data structures): FullTokenizer (BasicTokenizer: clean
-text, CJK spacing, whitespace split, lower + NFD accent strip, punctuation split; WordpieceTokenizer: greedy
-longest match, 100-char limit) on every line; instances built on token strings with one random.Random
-(TrainingInstance objects, candidate index sets, MaskedLmInstance tuples, [CLS] A [SEP] B [SEP] and the
-padding appended token by token); every instance converted to ids and written as a tf.train.Example through
-TFRecordWriter. Both sides must produce the same number of tokens (checked), and use max_seq_length 128,
-max_predictions_per_seq 20, masked_lm_prob 0.15, short_seq_prob 0.1 and the MiniLM (standard uncased) vocab.
-Reported: seconds of each phase (setup = building the tokenizer, a fixed cost per run: ours builds TF.Text's
-FastWordpiece model, ~0.1 s), sentences/s end to end (best of --repeats), and the ratios end to end, after setup
-(what a corpus large enough to hide the fixed cost sees) and by phase (tokenize; instances and write together,
-since ours truncates and masks a batch at a time while writing, google's while making instances).
+    run_google(corpus, vocab, dupe_factor, seed, out) -> ({phase: seconds}, instances, tokens)
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
-import json
-import os
-import pathlib
 import random
-import sys
-import tempfile
 import time
 import unicodedata
-
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")      # as bert_keras sets it (before TensorFlow loads)
-REPO = pathlib.Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "tools"))                 # wikitext_to_sentences
 
 
 # ---- the peer: google-research's pipeline, re-implemented --------------------------------------------------
@@ -406,94 +385,3 @@ def run_google(path, vocab_path, dupe_factor, seed, out):
     google_write(instances, tokenizer, 128, 20, out)
     times["write"] = time.perf_counter() - t
     return times, len(instances), sum(len(s) for d in docs for s in d)
-
-
-# ---- ours ---------------------------------------------------------------------------------------------------
-
-def run_ours(path, vocab_path, dupe_factor, seed, out):
-    from bert_keras import BertPreprocessor
-    from bert_keras.pretraining import MaskingConfig, create_instances, read_documents, tokenize_documents, \
-        write_records
-    times = {}
-    t = time.perf_counter()
-    preprocessor = BertPreprocessor(vocab_path, lower_case=True)
-    times["setup"] = time.perf_counter() - t
-    t = time.perf_counter()
-    documents = tokenize_documents(read_documents([path]), preprocessor)
-    times["tokenize"] = time.perf_counter() - t
-    config = MaskingConfig(dupe_factor=dupe_factor)
-    t = time.perf_counter()
-    instances = create_instances(documents, list(preprocessor.vocab), config, seed)    # the sentence-level loop
-    times["instances"] = time.perf_counter() - t
-    t = time.perf_counter()
-    write_records(instances, [out])                  # truncation and masking happen here, a batch at a time
-    times["write"] = time.perf_counter() - t
-    return times, instances.num_instances, len(documents.tokens)
-
-
-def default_corpus(folder: str) -> str:
-    shared = REPO.parent / "shared" / "data" / "wikitext-2"
-    if not shared.exists():
-        print("../shared/data/wikitext-2 is absent: timing the test fixture, whose few sentences leave the fixed "
-              "costs dominant (pass --input with a real corpus for a meaningful ratio)", flush=True)
-        return str(REPO / "tests" / "fixtures" / "pretraining_corpus.txt")
-    from wikitext_to_sentences import articles
-    path = os.path.join(folder, "wikitext2_valid_test_sentences.txt")
-    with open(path, "w", encoding="utf-8") as f:
-        for name in ("valid.txt", "test.txt"):
-            for article in articles(str(shared / name)):
-                f.write("\n".join(article) + "\n\n")
-    return path
-
-
-def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--input", help="a corpus in google-research's format (default: WikiText-2 valid+test)")
-    p.add_argument("--dupe-factor", type=int, default=5)
-    p.add_argument("--repeats", type=int, default=1, help="runs of each side, interleaved; the best is kept")
-    p.add_argument("--seed", type=int, default=12345)
-    p.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "pretraining_data.json"))
-    args = p.parse_args(argv)
-    from bert_keras.loading import bundled_minilm_folder
-    vocab_path = os.path.join(bundled_minilm_folder(), "vocab.txt")
-    with tempfile.TemporaryDirectory() as tmp:
-        corpus = args.input or default_corpus(tmp)
-        with open(corpus, encoding="utf-8") as f:
-            sentences = sum(1 for line in f if line.strip())
-        results = {"corpus": corpus if args.input else os.path.basename(corpus), "sentences": sentences,
-                   "dupe_factor": args.dupe_factor, "max_seq_length": 128, "max_predictions_per_seq": 20}
-        runs = {"google_research": lambda: run_google(corpus, vocab_path, args.dupe_factor, args.seed,
-                                                      os.path.join(tmp, "google.tfrecord")),
-                "ours": lambda: run_ours(corpus, vocab_path, args.dupe_factor, args.seed,
-                                         os.path.join(tmp, "ours.tfrecord"))}
-        best, instances, tokens = {}, {}, {}
-        for _ in range(args.repeats):                 # interleaved, so a noisy spell hits both sides alike
-            for name, run in runs.items():
-                times, instances[name], tokens[name] = run()
-                if name not in best or sum(times.values()) < sum(best[name].values()):
-                    best[name] = times
-        for name, times in best.items():
-            total = sum(times.values())
-            results[name] = {"instances": instances[name], "seconds": {k: round(v, 3) for k, v in times.items()},
-                             "total_s": round(total, 3), "sentences_per_s": round(sentences / total, 1),
-                             "after_setup_s": round(total - times["setup"], 3)}
-            print(name, json.dumps(results[name]), flush=True)
-    if tokens["google_research"] != tokens["ours"]:         # both sides must do the same tokenizing work
-        raise SystemExit(f"the two sides tokenized the corpus differently: {tokens} tokens")
-    results["tokens"] = tokens["ours"]
-    g, o = results["google_research"], results["ours"]
-    results["speedup"] = round(g["total_s"] / o["total_s"], 2)
-    results["speedup_after_setup"] = round(g["after_setup_s"] / o["after_setup_s"], 2)
-    # Ours truncates and masks while writing (a batch at a time), google's while making instances: the two
-    # phases are compared together.
-    both = lambda r: r["seconds"]["instances"] + r["seconds"]["write"]            # noqa: E731
-    results["speedup_by_phase"] = {"tokenize": round(g["seconds"]["tokenize"] / o["seconds"]["tokenize"], 2),
-                                   "instances_and_write": round(both(g) / both(o), 2)}
-    print("speed-up:", results["speedup"], "after setup:", results["speedup_after_setup"], results["speedup_by_phase"])
-    from bert_keras.atomic import write_json
-    write_json(args.out, results)
-    print("wrote", args.out)
-
-
-if __name__ == "__main__":
-    main()
