@@ -270,11 +270,11 @@ def _choose_whole_words(candidate, word, words, num_to_predict, config: MaskingC
     return chosen_words
 
 
-BLOCK_SENTENCES = 1 << 20       # create_pairs works on whole documents, about this many sentences at a time
+BLOCK_SENTENCES = 1 << 20       # create_pairs' default: whole documents, about this many sentences at a time
 
 
 def create_pairs(documents: TokenizedDocuments, config: MaskingConfig, seed: int = 12345,
-                 progress=None) -> np.ndarray:
+                 progress=None, block_sentences: int = BLOCK_SENTENCES) -> np.ndarray:
     """The sentence-level half of the recipe, google-research's create_instances_from_document up to
     truncation, `dupe_factor` passes over every document, all pairs shuffled -> [N, 5] int64 (A start, A length,
     B start, B length, is_random_next): spans of the flat token array (`documents.tokens`; A and B are each
@@ -290,8 +290,10 @@ def create_pairs(documents: TokenizedDocuments, config: MaskingConfig, seed: int
     B = the rest, or (half of the time, always for a one-sentence chunk) sentences of a random other document
     from a random one on until they reach target - len(A). Same distributions as google's draws, other draws;
     the same seed gives the same pairs (google shuffles the documents first; the order of the documents does not
-    change these distributions). Documents go in blocks of about BLOCK_SENTENCES sentences (a few hundred bytes
-    of arrays a sentence)."""
+    change these distributions). Documents go in blocks of about `block_sentences` sentences (a few hundred bytes
+    of arrays a sentence: the block size bounds the memory; the draws, and so the pairs, depend on it)."""
+    if block_sentences < 1:
+        raise ValueError(f"block_sentences must be at least 1, got {block_sentences}")
     rng = np.random.default_rng(seed)
     sizes = np.array([n for d in documents.lengths for n in d], np.int64)
     ends = np.cumsum(sizes)
@@ -299,7 +301,7 @@ def create_pairs(documents: TokenizedDocuments, config: MaskingConfig, seed: int
     count = np.array([len(d) for d in documents.lengths], np.int64)     # [D] sentences of each document
     first = np.cumsum(count) - count                                    # [D] its first sentence
     last = first + count - 1                                            # [D] and its last
-    blocks = np.searchsorted(first, np.arange(0, len(sizes), BLOCK_SENTENCES)).tolist() + [len(count)]
+    blocks = np.searchsorted(first, np.arange(0, len(sizes), block_sentences)).tolist() + [len(count)]
     pairs = []
     for _ in range(config.dupe_factor):
         for lo, hi in zip(blocks[:-1], blocks[1:]):
