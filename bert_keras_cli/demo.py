@@ -32,10 +32,8 @@ def run_demo(out: str | None = None, sentences: list[str] | None = None, epochs:
              progress: bool = True) -> dict:
     """Runs the journey; returns {"run": folder, "metrics": dev metrics, "predictions": [(text, label, p)]}."""
     from bert_keras.finetune import FinetuneConfig, finetune
-    from savedmodels.client import ServingClient
     from bert_keras.tasks import load_task_model
     from savedmodels.export import export_for_serving
-    from savedmodels.local_server import start_server
 
     run = out or os.path.join("bert_keras_demo", time.strftime("run-%Y%m%d-%H%M%S"))
     if os.path.exists(run) and os.listdir(run):
@@ -60,13 +58,7 @@ def run_demo(out: str | None = None, sentences: list[str] | None = None, epochs:
     version, config = written.version, written.models_config
     step(f"exported {version} (SavedModel: raw text in; signatures serving_default, classify, from_ids)")
 
-    server, port = start_server({MODEL_NAME: os.path.join(serving, MODEL_NAME)})
-    try:
-        client = ServingClient(f"127.0.0.1:{port}", MODEL_NAME)
-        outputs = client.predict({"text": sentences})
-        client.close()
-    finally:
-        server.stop(0)
+    port, outputs = ask_local_server(os.path.join(serving, MODEL_NAME), sentences)
     step(f"asked the gRPC server on 127.0.0.1:{port} (Predict, model '{MODEL_NAME}', signature serving_default):")
     predictions = []
     for text, label, probabilities in zip(sentences, outputs["label"], outputs["probabilities"]):
@@ -84,3 +76,22 @@ def run_demo(out: str | None = None, sentences: list[str] | None = None, epochs:
           f"  {written.serve_command()}\n"
           f"  bert-keras predict --server localhost:8500 --model-name {MODEL_NAME} --input text='what a fine film'")
     return {"run": run, "metrics": result["metrics"], "predictions": predictions}
+
+
+def ask_local_server(model_base_path: str, sentences: list[str]) -> tuple[int, dict]:
+    """Serves `model_base_path` (a TF Serving model folder of numbered versions) on the local gRPC server, sends
+    `sentences` to its serving_default signature with the gRPC client, stops the server -> (port, outputs).
+    TensorFlow's Abseil INFO lines are turned off first (absl_logs.py: the server's first Session.run prints two)."""
+    from bert_keras_cli.absl_logs import quiet_absl_info_logs
+    from savedmodels.client import ServingClient
+    from savedmodels.local_server import start_server
+
+    quiet_absl_info_logs()
+    server, port = start_server({MODEL_NAME: model_base_path})
+    try:
+        client = ServingClient(f"127.0.0.1:{port}", MODEL_NAME)
+        outputs = client.predict({"text": sentences})
+        client.close()
+    finally:
+        server.stop(0)
+    return port, outputs

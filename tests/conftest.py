@@ -120,3 +120,41 @@ def pretraining_records(vocab: str, folder: pathlib.Path, shards: int, dupe_fact
                             shards, MaskingConfig(max_seq_length=seq, max_predictions_per_seq=predictions,
                                                   dupe_factor=dupe_factor), seed=1)
     return sorted(str(p) for p in folder.iterdir())
+
+
+class WheelVenv:
+    """This checkout built as a wheel and a new, empty virtual environment to install it into, used from a work
+    folder outside the source tree with an environment that does not see the checkout (no PYTHONPATH or
+    VIRTUAL_ENV; TensorFlow's C++ logs off). tests/test_wheel.py and tests/test_tpu_wheels.py install into it.
+
+    Attributes: wheel (the built .whl), venv, python and bin (its interpreter and scripts folder), site (its
+    site-packages), work (the folder commands run in), env (their environment; tests may add to it)."""
+
+    def __init__(self, root: pathlib.Path):
+        import subprocess
+        dist, self.venv, self.work = root / "dist", root / "venv", root / "work"
+        self.work.mkdir()
+        build = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dist), str(REPO)],
+                               capture_output=True, text=True, cwd=root)
+        assert build.returncode == 0, build.stderr[-3000:]
+        self.wheel = next(dist.glob("bert_keras-*.whl"))
+        subprocess.run([sys.executable, "-m", "venv", str(self.venv)], check=True)
+        self.bin = self.venv / "bin"
+        self.python = self.bin / "python"
+        self.site = self.venv / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
+        self.env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+        self.env["TF_CPP_MIN_LOG_LEVEL"] = "3"
+
+    def run(self, *args, ok: bool = True, timeout: float = 3600):
+        """Runs a command in the work folder; asserts it exits 0 (`ok=False`: that it fails) -> CompletedProcess."""
+        import subprocess
+        result = subprocess.run([*map(str, args)], capture_output=True, text=True, cwd=self.work, env=self.env,
+                                timeout=timeout)
+        assert (result.returncode == 0) == ok, result.stdout[-3000:] + result.stderr[-3000:]
+        return result
+
+
+@pytest.fixture
+def wheel_venv(tmp_path) -> WheelVenv:
+    """A WheelVenv in a temporary folder (building the wheel and the venv takes about a minute)."""
+    return WheelVenv(tmp_path)

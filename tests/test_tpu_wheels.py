@@ -12,10 +12,7 @@ Slow: the TF stack, tensorflow-tpu (263 MB) and libtpu (137 MB) come from PyPI o
 import base64
 import csv
 import hashlib
-import os
 import runpy
-import subprocess
-import sys
 
 import pytest
 
@@ -47,29 +44,15 @@ def not_on_disk(site, files):
                   or (site / path).stat().st_size != size or sha256(site / path) != hash_)
 
 
-def test_the_notebook_install_leaves_tpu_tensorflow_and_the_check_catches_the_cpu_build(tmp_path):
-    dist, venv, work = tmp_path / "dist", tmp_path / "venv", tmp_path / "work"
-    work.mkdir()
-    build = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dist), str(REPO)],
-                           capture_output=True, text=True, cwd=tmp_path)
-    assert build.returncode == 0, build.stderr[-3000:]
-    wheel = next(dist.glob("bert_keras-*.whl"))
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    python = str(venv / "bin" / "python")
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    env.update(TF_CPP_MIN_LOG_LEVEL="3", BERT_KERAS_SOURCE=str(wheel), KAGGLE_KERNEL_RUN_TYPE="Interactive",
-               TPU_ACCELERATOR_TYPE="v2-8")          # a Kaggle TPU VM, as far as the install cell can tell
-
-    def run(*args, ok=True):
-        result = subprocess.run([*args], capture_output=True, text=True, cwd=work, env=env, timeout=3600)
-        assert (result.returncode == 0) == ok, result.stdout[-3000:] + result.stderr[-3000:]
-        return result
+def test_the_notebook_install_leaves_tpu_tensorflow_and_the_check_catches_the_cpu_build(wheel_venv):
+    python, run, site = str(wheel_venv.python), wheel_venv.run, wheel_venv.site
+    wheel_venv.env.update(BERT_KERAS_SOURCE=str(wheel_venv.wheel), KAGGLE_KERNEL_RUN_TYPE="Interactive",
+                          TPU_ACCELERATOR_TYPE="v2-8")          # a Kaggle TPU VM, as far as the install cell can tell
 
     # 1. The notebook's install cell, as the notebook runs it.
     cell = runpy.run_path(str(REPO / "tools" / "make_notebook.py"))["INSTALL_CELL"]
     installed = run(python, "-c", cell)
     assert "TensorFlow on disk: tensorflow-tpu 2.20.0 (the TPU build)" in installed.stdout
-    site = venv / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
     check = [python, str(site / "bert_keras" / "training" / "tpu_install.py")]          # the notebook's way
     tpu, cpu = record(site / "tensorflow_tpu-2.20.0.dist-info"), record(site / "tensorflow-2.20.0.dist-info")
     assert not_on_disk(site, tpu) == [], "tensorflow/ on disk is not tensorflow-tpu's"

@@ -7,6 +7,7 @@ Which records batch n holds is a function of (seed, n) alone (reading_order.py):
 at once, reading none of the batches before it, so a resumed run trains on exactly what an uninterrupted run
 would. `shard=(i, n)`: the i-th of n disjoint parts (every n-th segment of 256 records), for one of n input
 pipelines (training/input_pipelines.py). `index_cache`: where the files' segment index is kept (.npz).
+`segment_records`: records per segment (reading_order.SEGMENT; smaller: finer reading order, a larger index).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from bert_keras.pretraining.records import feature_spec
 def records_dataset(files: list[str], batch_size: int, max_seq_length: int, max_predictions_per_seq: int,
                     training: bool = True, seed: int = 0, first_batch: int = 0, nsp: bool = True,
                     shuffle_buffer: int = 10_000, shard: tuple[int, int] = (0, 1),
-                    index_cache: str | None = None) -> tf.data.Dataset:
+                    index_cache: str | None = None, segment_records: int = SEGMENT) -> tf.data.Dataset:
     spec = feature_spec(max_seq_length, max_predictions_per_seq)
 
     def parse(records):
@@ -33,7 +34,8 @@ def records_dataset(files: list[str], batch_size: int, max_seq_length: int, max_
             y["next_sentence_labels"] = f["next_sentence_labels"][:, 0]
         return x, y
 
-    ds = _stream(files, "tfrecord", batch_size, first_batch, training, seed, shuffle_buffer, shard, index_cache)
+    ds = _stream(files, "tfrecord", batch_size, first_batch, training, seed, shuffle_buffer, shard, index_cache,
+                 segment_records)
     ds = ds.batch(batch_size, drop_remainder=training).map(parse, num_parallel_calls=tf.data.AUTOTUNE,
                                                            deterministic=True)
     return ds.prefetch(tf.data.AUTOTUNE)
@@ -42,7 +44,7 @@ def records_dataset(files: list[str], batch_size: int, max_seq_length: int, max_
 def dynamic_masking_dataset(files: list[str], preprocessor, batch_size: int, max_seq_length: int = 128,
                             max_predictions_per_seq: int = 20, masked_lm_prob: float = 0.15, seed: int = 0,
                             first_batch: int = 0, shard: tuple[int, int] = (0, 1),
-                            index_cache: str | None = None) -> tf.data.Dataset:
+                            index_cache: str | None = None, segment_records: int = SEGMENT) -> tf.data.Dataset:
     """MLM-only (RoBERTa-style) batches from plain text, masked afresh each time a line comes round: TF.Text's
     RandomItemSelector picks `masked_lm_prob` of the real tokens (never [CLS]/[SEP]/[PAD], at most
     `max_predictions_per_seq`), MaskValuesChooser makes them [MASK] 80%, random 10%, unchanged 10%.
@@ -70,13 +72,14 @@ def dynamic_masking_dataset(files: list[str], preprocessor, batch_size: int, max
              "input_type_ids": tf.cast(type_ids, tf.int32), "masked_lm_positions": tf.cast(positions, tf.int32)}
         return x, {"masked_lm_ids": tf.cast(labels, tf.int32), "masked_lm_weights": tf.cast(weights, tf.float32)}
 
-    ds = _stream(files, "text", batch_size, first_batch, True, seed, 10_000, shard, index_cache)
+    ds = _stream(files, "text", batch_size, first_batch, True, seed, 10_000, shard, index_cache, segment_records)
     ds = ds.map(tf.strings.strip).batch(batch_size, drop_remainder=True).map(mask)
     return ds.prefetch(tf.data.AUTOTUNE)
 
 
-def _stream(files, kind, batch_size, first_batch, training, seed, shuffle_buffer, shard, index_cache):
+def _stream(files, kind, batch_size, first_batch, training, seed, shuffle_buffer, shard, index_cache,
+            segment_records):
     """The records of one pipeline from batch `first_batch` on; groups of ~`shuffle_buffer` records shuffled."""
-    segments = index_files(files, kind, index_cache)
-    window = max(1, -(-shuffle_buffer // SEGMENT))
+    segments = index_files(files, kind, index_cache, segment_records)
+    window = max(1, -(-shuffle_buffer // segment_records))
     return record_stream(segments, seed, shard[0], shard[1], window, training, first_record=first_batch * batch_size)

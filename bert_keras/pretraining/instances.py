@@ -256,10 +256,11 @@ def _choose_whole_words(candidate, word, words, num_to_predict, config: MaskingC
     return chosen_words
 
 
-BLOCK_SENTENCES = 1 << 20       # chunk_pairs works on whole documents, about this many sentences at a time
+BLOCK_SENTENCES = 1 << 20       # chunk_pairs' default: whole documents, about this many sentences at a time
 
 
-def chunk_pairs(documents: TokenizedDocuments, config: MaskingConfig, rngs) -> np.ndarray:
+def chunk_pairs(documents: TokenizedDocuments, config: MaskingConfig, rngs,
+                block_sentences: int = BLOCK_SENTENCES) -> np.ndarray:
     """The sentence-level half of the recipe, google-research's create_instances_from_document up to
     truncation: one pass over every document for each generator in `rngs` (pass p draws from rngs[p]; the keyed
     generator gives `dupe_factor` of them) -> [N, 5] int64 (A start, A length, B start, B length,
@@ -276,15 +277,18 @@ def chunk_pairs(documents: TokenizedDocuments, config: MaskingConfig, rngs) -> n
     B = the rest, or (half of the time, always for a one-sentence chunk) sentences of a random other document
     from a random one on until they reach target - len(A). Same distributions as google's draws, other draws;
     the same generators give the same pairs (google shuffles the documents first; the order of the documents
-    does not change these distributions). Documents go in blocks of about BLOCK_SENTENCES sentences (a few
-    hundred bytes of arrays a sentence)."""
+    does not change these distributions). Documents go in blocks of about `block_sentences` sentences (a few
+    hundred bytes of arrays a sentence: the block size bounds the memory; the draws, and so the pairs, depend on
+    it)."""
+    if block_sentences < 1:
+        raise ValueError(f"block_sentences must be at least 1, got {block_sentences}")
     sizes = np.array([n for d in documents.lengths for n in d], np.int64)
     ends = np.cumsum(sizes)
     starts = ends - sizes                                               # [S] each sentence's token span
     count = np.array([len(d) for d in documents.lengths], np.int64)     # [D] sentences of each document
     first = np.cumsum(count) - count                                    # [D] its first sentence
     last = first + count - 1                                            # [D] and its last
-    blocks = np.searchsorted(first, np.arange(0, len(sizes), BLOCK_SENTENCES)).tolist() + [len(count)]
+    blocks = np.searchsorted(first, np.arange(0, len(sizes), block_sentences)).tolist() + [len(count)]
     pairs = [np.zeros((0, 5), np.int64)]
     for rng in rngs:
         for lo, hi in zip(blocks[:-1], blocks[1:]):

@@ -32,8 +32,8 @@ import os
 
 import numpy as np
 
-from bert_keras.pretraining.instances import MaskingConfig, VocabIds, chunk_pairs, mask_instances, pack_pairs, \
-    tokenize_documents
+from bert_keras.pretraining.instances import (BLOCK_SENTENCES, MaskingConfig, VocabIds, chunk_pairs, mask_instances,
+                                             pack_pairs, tokenize_documents)
 from bert_keras.pretraining.records import _typed, tfrecord_frames
 
 MB = 1 << 20
@@ -195,11 +195,13 @@ def instance_keys(seed: int, bucket: int, n: int) -> np.ndarray:
         return _splitmix64(np.uint64(base) + np.arange(n, dtype=np.uint64))
 
 
-def keyed_pairs(documents, config: MaskingConfig, seed: int, bucket: int) -> np.ndarray:
-    """One bucket's pairs (instances.chunk_pairs), pass p drawing from default_rng([seed, bucket, p]); no shuffle
-    (the instance keys order them) -> [N, 5] (A start, A length, B start, B length, is_random_next)."""
+def keyed_pairs(documents, config: MaskingConfig, seed: int, bucket: int,
+                block_sentences: int = BLOCK_SENTENCES) -> np.ndarray:
+    """One bucket's pairs (instances.chunk_pairs, documents in blocks of about `block_sentences` sentences), pass
+    p drawing from default_rng([seed, bucket, p]); no shuffle (the instance keys order them) -> [N, 5] (A start,
+    A length, B start, B length, is_random_next)."""
     rngs = (np.random.default_rng([_seed64(seed), bucket, p]) for p in range(config.dupe_factor))
-    return chunk_pairs(documents, config, rngs)
+    return chunk_pairs(documents, config, rngs, block_sentences)
 
 
 @dataclasses.dataclass

@@ -1,9 +1,9 @@
 """Where pretraining batch n comes from, without reading batches 0 … n-1: the input position is a pure function
 of (seed, n), so a resume at step 900k starts reading at once instead of re-reading 900k batches.
 
-The files are cut into *segments* of `SEGMENT` consecutive records (TFRecord frames, or non-empty text lines),
-each a byte range found once by `index_files` (a scan of the frame headers or of the lines; cached beside the
-checkpoint). One epoch of one input pipeline is:
+The files are cut into *segments* of `SEGMENT` (or `segment_records`) consecutive records (TFRecord frames, or
+non-empty text lines), each a byte range found once by `index_files` (a scan of the frame headers or of the
+lines; cached beside the checkpoint). One epoch of one input pipeline is:
 
     segments ── seeded permutation of all segments (seed, epoch) ── every `shards`-th, from `shard`
              ── groups of `window` segments ── each group's records shuffled (seed, epoch, group) ── stream
@@ -32,7 +32,7 @@ import tensorflow as tf
 
 from bert_keras.atomic import atomic_file
 
-SEGMENT = 256                 # records per segment
+SEGMENT = 256                 # records per segment (index_files' default)
 _CHUNK = 1 << 24              # bytes read at a time while indexing
 
 
@@ -44,7 +44,7 @@ class Segments:
     file_id: np.ndarray       # int32: which file
     start: np.ndarray         # int64: first byte
     end: np.ndarray           # int64: one past the last byte
-    count: np.ndarray         # int64: records in the segment (SEGMENT, fewer at a file's end)
+    count: np.ndarray         # int64: records in the segment (segment_records, fewer at a file's end)
 
     def read(self, segment: int) -> list[bytes]:
         """The records of one segment, in file order."""
@@ -74,16 +74,20 @@ class Segments:
         return records
 
 
-def index_files(files: list[str], kind: str, cache: str | None = None) -> Segments:
-    """Segments of `files` ("tfrecord" or "text"). With `cache` (an .npz path), a previous index of the same files
-    (same paths and sizes) is reused, and a new one is written there."""
-    key = hashlib.sha256(json.dumps([kind, SEGMENT, [(f, tf.io.gfile.stat(f).length) for f in files]])
+def index_files(files: list[str], kind: str, cache: str | None = None,
+                segment_records: int = SEGMENT) -> Segments:
+    """Segments of `files` ("tfrecord" or "text") of `segment_records` records each (fewer at a file's end). With
+    `cache` (an .npz path), a previous index of the same files (same paths and sizes, same segment size) is reused,
+    and a new one is written there."""
+    if segment_records < 1:
+        raise ValueError(f"segment_records must be at least 1, got {segment_records}")
+    key = hashlib.sha256(json.dumps([kind, segment_records, [(f, tf.io.gfile.stat(f).length) for f in files]])
                          .encode()).hexdigest()
     if cache and os.path.exists(cache):
         with np.load(cache) as saved:
             if str(saved["key"]) == key:
                 return Segments(tuple(files), kind, *(saved[k] for k in ("file_id", "start", "end", "count")))
-    parts = [_index_one(path, kind) for path in files]
+    parts = [_index_one(path, kind, segment_records) for path in files]
     segments = Segments(tuple(files), kind, np.concatenate([np.full(len(s), i, np.int32) for i, (s, _, _) in
                                                             enumerate(parts)]),
                         *(np.concatenate([p[j] for p in parts]).astype(np.int64) for j in range(3)))
@@ -178,8 +182,8 @@ def _frames(data: bytes) -> list[bytes] | None:
     return out if pos == len(data) else None
 
 
-def _index_one(path: str, kind: str) -> tuple[list[int], list[int], list[int]]:
-    """(starts, ends, counts) of one file's segments."""
+def _index_one(path: str, kind: str, segment: int) -> tuple[list[int], list[int], list[int]]:
+    """(starts, ends, counts) of one file's segments of `segment` records."""
     size = tf.io.gfile.stat(path).length
     starts = []
     with _open(path) as f:
@@ -191,7 +195,7 @@ def _index_one(path: str, kind: str) -> tuple[list[int], list[int], list[int]]:
                     buf, base = f.read(_CHUNK), pos
                     if len(buf) < 8:
                         raise ValueError(f"{path}: truncated TFRecord file (a record header ends at byte {size})")
-                if n % SEGMENT == 0:
+                if n % segment == 0:
                     starts.append(pos)
                 (length,) = struct.unpack_from("<Q", buf, pos - base)
                 pos, n = pos + length + 16, n + 1
@@ -202,9 +206,9 @@ def _index_one(path: str, kind: str) -> tuple[list[int], list[int], list[int]]:
             pos, n = 0, 0
             for line in f:
                 if line.strip():
-                    if n % SEGMENT == 0:
+                    if n % segment == 0:
                         starts.append(pos)
                     n += 1
                 pos += len(line)
-    counts = [SEGMENT] * (len(starts) - 1) + ([n - SEGMENT * (len(starts) - 1)] if starts else [])
+    counts = [segment] * (len(starts) - 1) + ([n - segment * (len(starts) - 1)] if starts else [])
     return starts, starts[1:] + [size], counts

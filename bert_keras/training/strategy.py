@@ -13,25 +13,27 @@ import os
 
 import tensorflow as tf
 
-from bert_keras.training.tpu import named_tpu_strategy, tpu_vm_signs, tpu_vm_strategy
+from bert_keras.training.tpu import TpuHost, named_tpu_strategy, tpu_vm_signs, tpu_vm_strategy
 
 STRATEGIES = ("auto", "tpu", "mirrored", "multi_worker", "cpu")
 
 
-def find_tpu(tpu: str | None = None):
-    """TPUStrategy for the TPU this run should use, or None when nothing signals one."""
+def find_tpu(tpu: str | None = None, host: TpuHost | None = None):
+    """TPUStrategy for the TPU this run should use, or None when nothing signals one (`host`: see TpuHost)."""
+    host = host or TpuHost()
     name = tpu or os.environ.get("TPU_NAME")
     if name and name != "local":
-        return named_tpu_strategy(name)
-    signs = tpu_vm_signs() or (["$TPU_NAME=local"] if name == "local" else [])
+        return named_tpu_strategy(name, host)
+    signs = tpu_vm_signs(host) or (["$TPU_NAME=local"] if name == "local" else [])
     if signs:
-        return tpu_vm_strategy(signs)
+        return tpu_vm_strategy(signs, host)
     if os.environ.get("COLAB_TPU_ADDR"):                        # the retired Colab TPU-Node runtime
-        return named_tpu_strategy(f"grpc://{os.environ['COLAB_TPU_ADDR']}")
+        return named_tpu_strategy(f"grpc://{os.environ['COLAB_TPU_ADDR']}", host)
     return None
 
 
-def create_strategy(name: str = "auto", tpu: str | None = None) -> tf.distribute.Strategy:
+def create_strategy(name: str = "auto", tpu: str | None = None, *, host: TpuHost | None = None
+                    ) -> tf.distribute.Strategy:
     """The tf.distribute strategy a `--strategy` value names (see the module docstring for "auto").
 
     Build the model, optimizer and metrics under `strategy.scope()`; a signalled TPU that cannot be used is an
@@ -40,6 +42,8 @@ def create_strategy(name: str = "auto", tpu: str | None = None) -> tf.distribute
     Args:
         name: str. "auto", "tpu", "mirrored", "multi_worker" or "cpu".
         tpu: str or None. A Cloud TPU name or grpc:// address ("local" for a TPU VM's own).
+        host: bert_keras.training.tpu.TpuHost or None. Where TPU VM signs and TPU wheels are looked for and how
+            the TPU is connected (None: this machine's /dev, sys.path and TensorFlow's TPU initialisation).
 
     Returns:
         A tf.distribute.Strategy (TF's default strategy for "auto" on one CPU or GPU).
@@ -58,14 +62,14 @@ def create_strategy(name: str = "auto", tpu: str | None = None) -> tf.distribute
     if name not in STRATEGIES:
         raise ValueError(f"--strategy must be one of {', '.join(STRATEGIES)}, got {name!r}")
     if name == "auto":
-        strategy = find_tpu(tpu)
+        strategy = find_tpu(tpu, host)
         if strategy is not None:
             return strategy
         if len(tf.config.list_logical_devices("GPU")) > 1:
             return tf.distribute.MirroredStrategy()
         return tf.distribute.get_strategy()
     if name == "tpu":
-        strategy = find_tpu(tpu)
+        strategy = find_tpu(tpu, host)
         if strategy is None:
             raise RuntimeError("--strategy tpu, but no TPU is signalled: no --tpu or $TPU_NAME, no TPU VM signs "
                                "($TPU_ACCELERATOR_TYPE, /dev/accel*, /dev/vfio/<n>, libtpu) and no $COLAB_TPU_ADDR. "

@@ -14,66 +14,97 @@ runtime set $COLAB_TPU_ADDR (a grpc address), which is still honoured.
 
 from __future__ import annotations
 
+import dataclasses
 import glob
+import importlib.machinery
 import importlib.util
 import os
 import socket
 import urllib.error
 import urllib.parse
+from typing import Callable
 
 import tensorflow as tf
 
 from bert_keras.training import tpu_install
 
-DEV = "/dev"                         # where the TPU device files are (tests point it elsewhere)
-WHEELS_PATH = None                   # where installed wheels are looked up (None: sys.path; tests point it elsewhere)
 INSTALL = f"pip install tensorflow-tpu=={tf.__version__}"
 
 
-def tpu_vm_signs() -> list[str]:
-    """The signs that this machine is a TPU VM, described for an error message (empty: none)."""
+def connect_tpu(resolver) -> tf.distribute.TPUStrategy:
+    """Connects to the TPU `resolver` finds and initialises it -> TPUStrategy (TensorFlow's own steps)."""
+    tf.config.experimental_connect_to_cluster(resolver)
+    tf.tpu.experimental.initialize_tpu_system(resolver)
+    return tf.distribute.TPUStrategy(resolver)
+
+
+@dataclasses.dataclass(frozen=True)
+class TpuHost:
+    """Where a TPU VM's signs are looked for and how its TPU is connected: this machine by default.
+
+    `create_strategy(..., host=TpuHost(...))` describes another machine: a folder of device files, a
+    site-packages of installed wheels, a connect step (the tests use a temporary folder of fake devices and fake
+    wheels, and a connect that fails as a busy TPU does).
+
+    Args:
+        dev: str. Where the device files are (`accel*`: TPU v2-v4; `vfio/<n>`: v5e and later). Default "/dev".
+        site_packages: list of str or None. Folders where installed wheels (tensorflow-tpu, tensorflow) and the
+            `libtpu` package are looked up; None: this Python's import path (sys.path).
+        connect: callable(TPUClusterResolver) -> TPUStrategy. Connects and initialises the TPU (default:
+            `connect_tpu`, TensorFlow's experimental_connect_to_cluster and initialize_tpu_system).
+
+    Example:
+        >>> host = TpuHost()
+        >>> host.dev, host.site_packages is None
+        ('/dev', True)
+    """
+    dev: str = "/dev"
+    site_packages: list[str] | None = None
+    connect: Callable[..., tf.distribute.TPUStrategy] = connect_tpu
+
+    def device_files(self) -> list[str]:
+        """The TPU device files present: dev/accel* and dev/vfio/<n> (not the VFIO container device)."""
+        return sorted(glob.glob(os.path.join(self.dev, "accel*")) +
+                      [p for p in glob.glob(os.path.join(self.dev, "vfio", "*")) if os.path.basename(p).isdigit()])
+
+    def libtpu_installed(self) -> bool:
+        if self.site_packages is None:
+            return importlib.util.find_spec("libtpu") is not None
+        return importlib.machinery.PathFinder.find_spec("libtpu", list(self.site_packages)) is not None
+
+    def tensorflow_tpu_installed(self) -> bool:
+        return tpu_install.find_wheel(tpu_install.TPU_WHEEL, self.site_packages) is not None
+
+
+def tpu_vm_signs(host: TpuHost = TpuHost()) -> list[str]:
+    """The signs that `host` (default: this machine) is a TPU VM, described for an error message (empty: none)."""
     signs = [f"${var}={os.environ[var]}" for var in ("TPU_ACCELERATOR_TYPE", "TPU_WORKER_ID") if var in os.environ]
-    devices = sorted(glob.glob(os.path.join(DEV, "accel*")) +
-                     [p for p in glob.glob(os.path.join(DEV, "vfio", "*")) if os.path.basename(p).isdigit()])
+    devices = host.device_files()
     if devices:
         signs.append(f"device files {', '.join(devices)}")
-    if libtpu_installed():
+    if host.libtpu_installed():
         signs.append("libtpu is installed")
     return signs
-
-
-def libtpu_installed() -> bool:
-    return importlib.util.find_spec("libtpu") is not None
-
-
-def tensorflow_tpu_installed() -> bool:
-    return tpu_install.find_wheel(tpu_install.TPU_WHEEL, WHEELS_PATH) is not None
 
 
 def _accelerator() -> str:
     return os.environ.get("TPU_ACCELERATOR_TYPE", "TPU (type unknown: $TPU_ACCELERATOR_TYPE is not set)")
 
 
-def _connect(resolver):
-    tf.config.experimental_connect_to_cluster(resolver)
-    tf.tpu.experimental.initialize_tpu_system(resolver)
-    return tf.distribute.TPUStrategy(resolver)
-
-
-def tpu_vm_strategy(signs: list[str]) -> tf.distribute.TPUStrategy:
+def tpu_vm_strategy(signs: list[str], host: TpuHost = TpuHost()) -> tf.distribute.TPUStrategy:
     """TPUStrategy on this TPU VM's own TPU, or a RuntimeError that says why not and what to do."""
     accelerator, seen = _accelerator(), "; ".join(signs)
-    if not (libtpu_installed() and tensorflow_tpu_installed()):
+    if not (host.libtpu_installed() and host.tensorflow_tpu_installed()):
         raise RuntimeError(
             f"This machine is a TPU VM ({accelerator}; seen: {seen}) but this TensorFlow cannot use the TPU: the "
             f"`tensorflow-tpu` wheel (with libtpu) is not installed. Install it with `{INSTALL}` (in a notebook: "
             "%pip install ..., then restart the runtime), or train on the CPU with --strategy cpu.")
-    overwritten = tpu_install.overwritten_tpu_build(WHEELS_PATH)
+    overwritten = tpu_install.overwritten_tpu_build(host.site_packages)
     if overwritten:
         raise RuntimeError(f"This machine is a TPU VM ({accelerator}; seen: {seen}) but this TensorFlow cannot use "
                            f"the TPU: {overwritten}.")
     try:
-        return _connect(tf.distribute.cluster_resolver.TPUClusterResolver(tpu="local"))
+        return host.connect(tf.distribute.cluster_resolver.TPUClusterResolver(tpu="local"))
     except (ValueError, RuntimeError, tf.errors.OpError) as e:
         message = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         if any(word in str(e).lower() for word in ("in use", "busy", "already")):
@@ -92,7 +123,7 @@ def _unreachable(tpu: str, reason) -> RuntimeError:
         f"leave --tpu unset; for a Cloud TPU pass --tpu NAME or grpc://HOST:8470; or use --strategy cpu|mirrored.")
 
 
-def named_tpu_strategy(tpu: str) -> tf.distribute.TPUStrategy:
+def named_tpu_strategy(tpu: str, host: TpuHost = TpuHost()) -> tf.distribute.TPUStrategy:
     """A Cloud TPU by name (a pod slice too) or a grpc://host:port address (the legacy TPU-Node runtime)."""
     if tpu.startswith("grpc://"):
         # TF retries an unreachable gRPC master for minutes: check the port answers before handing it over.
@@ -102,6 +133,6 @@ def named_tpu_strategy(tpu: str) -> tf.distribute.TPUStrategy:
         except OSError as e:
             raise _unreachable(tpu, e) from None
     try:
-        return _connect(tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu))
+        return host.connect(tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu))
     except (ValueError, RuntimeError, OSError, urllib.error.URLError, tf.errors.OpError) as e:
         raise _unreachable(tpu, str(e).splitlines()[0] if str(e) else type(e).__name__) from None

@@ -364,7 +364,7 @@ def google_chunk_walk(lengths, config, rngs, block_sentences):
 
 
 @pytest.mark.parametrize("block_sentences", [1 << 20, 37])
-def test_pairs_follow_google_researchs_chunk_loop(monkeypatch, block_sentences):
+def test_pairs_follow_google_researchs_chunk_loop(block_sentences):
     """A bucket's pairs (every sentence's chunk at once, documents' chunks found by pointer doubling) are exactly
     the pairs of google-research's sequential loop fed the same uniforms, pass p of bucket b drawing from
     default_rng([seed, b, p]); also when documents go in blocks."""
@@ -374,8 +374,7 @@ def test_pairs_follow_google_researchs_chunk_loop(monkeypatch, block_sentences):
     lengths = [rng.integers(1, 40, rng.integers(1, 30)).tolist() for _ in range(60)] + [[90], [3, 200, 4]]
     documents = instances.TokenizedDocuments(np.zeros(sum(map(sum, lengths)), np.int32), lengths)
     config = instances.MaskingConfig(max_seq_length=48, short_seq_prob=0.3, dupe_factor=3)
-    monkeypatch.setattr(instances, "BLOCK_SENTENCES", block_sentences)
-    pairs = keyed_pairs(documents, config, seed=11, bucket=4)
+    pairs = keyed_pairs(documents, config, seed=11, bucket=4, block_sentences=block_sentences)
     assert len(pairs) > 300 and 0.3 < pairs[:, 4].mean() < 0.8
     rngs = [np.random.default_rng([11, 4, p]) for p in range(3)]
     np.testing.assert_array_equal(pairs, google_chunk_walk(lengths, config, rngs, block_sentences))

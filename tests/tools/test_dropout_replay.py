@@ -88,20 +88,19 @@ def test_replayed_training_forward_matches_transformers(task, hf_folder):
     feed = {"input_word_ids": ids["input_ids"].astype("int32"), "input_mask": ids["attention_mask"].astype("int32"),
             "input_type_ids": ids["token_type_ids"].astype("int32")}
 
-    with KerasReplay() as replay:
-        _, encoder = load_checkpoint(hf_folder)
-        ours = ours_model(task, encoder)
-        ours.get_layer(head).set_weights([head_module.weight.detach().numpy().T, head_module.bias.detach().numpy()])
-        step = tf.Variable(0, dtype=tf.int64)
-        replay.step = step
-        forward = tf.function(lambda x: ours(x, training=True))
-        ours_out = {}
-        for t in (0, 7):
-            step.assign(t)
-            out = forward(feed)
-            ours_out[t] = out if isinstance(out, dict) else {"logits": out}
-        replay.check(LAYERS, TASK_LAYOUT[task][1])
-        plain = ours(feed, training=False)
+    _, encoder = load_checkpoint(hf_folder)
+    ours = ours_model(task, encoder)
+    ours.get_layer(head).set_weights([head_module.weight.detach().numpy().T, head_module.bias.detach().numpy()])
+    replay = KerasReplay(ours)
+    assert replay.head_dropout == TASK_LAYOUT[task][1]
+    forward = tf.function(lambda x: ours(x, training=True))
+    ours_out = {}
+    for t in (0, 7):
+        replay.start(t)
+        out = forward(feed)
+        ours_out[t] = out if isinstance(out, dict) else {"logits": out}
+        replay.check(t + 1)                          # each layer drew its calls of one step
+    plain = ours(feed, training=False)
 
     theirs.train()
     theirs_out = {}

@@ -37,8 +37,8 @@ per-seed difference carries that spread too (CoNLL-2003 F1: standard deviation 2
 
 --paired --replay-dropout: the dropout draws are shared too (tools/parity/dropout_replay.py: both sides' dropout layers
 draw their masks from one stream of stateless random numbers, by step and call), so the two runs differ only in
-float rounding and in the code under test. Ours still runs finetune end to end; only keras.layers.Dropout's draw is
-swapped (the one patch left in the tools: see dropout_replay.py). Without it, dropout alone moves a 3-seed mean by about 0.7 points on OpenBookQA's 500 questions.
+float rounding and in the code under test. Ours still runs finetune end to end, nothing patched: a callback seeds
+its dropout layers' own seed generators before each step (only the reference's torch dropout is swapped). Without it, dropout alone moves a 3-seed mean by about 0.7 points on OpenBookQA's 500 questions.
 
 Timing: `train_seconds` is time spent in training steps (ours: finetune's own record, model.fit minus the
 per-epoch evaluation, so it includes Keras' first-step tracing and callbacks; torch: the training loop), `examples_per_second` = training
@@ -59,7 +59,6 @@ Usage:
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import subprocess
@@ -171,13 +170,20 @@ def run_ours(settings: dict, workdir: str, paired: bool = False, replay: bool = 
             with open(path, "w", encoding="utf-8") as f:
                 json.dump(part, f)
 
-    replaying = KerasReplay() if replay else None
+    replaying = []               # the KerasReplay of finetune's model, made when training starts
     fit_call = {}                # what finetune's fit starts from: the head's weights, steps per epoch
 
     class AtTrainingStart(keras.callbacks.Callback):
         def on_train_begin(self, logs=None):         # before the first training step is traced
+            if replay and not replaying:
+                replaying.append(KerasReplay(self.model))
+
+        def on_train_batch_begin(self, batch, logs=None):
             if replaying:
-                replaying.step = self.model.optimizer.iterations
+                replaying[0].start(int(self.model.optimizer.iterations))
+
+        def on_train_end(self, logs=None):
+            fit_call["iterations"] = int(self.model.optimizer.iterations)
             if paired and not fit_call:
                 fit_call["head"], fit_call["steps_per_epoch"] = os.path.join(workdir, "head.npz"), self.params["steps"]
                 kernel, bias = self.model.get_layer(HEADS[settings["task"]]).get_weights()
@@ -190,11 +196,12 @@ def run_ours(settings: dict, workdir: str, paired: bool = False, replay: bool = 
                             max_eval_examples=settings["max_eval_examples"], seed=settings["seed"], progress=False,
                             **{k: settings[k] for k in ("schedule", "weight_decay", "adam_epsilon") if k in settings})
     t0 = time.perf_counter()
-    with replaying or contextlib.nullcontext():
-        result = finetune(config, callbacks=[AtTrainingStart()])
+    result = finetune(config, callbacks=[AtTrainingStart()])
     wall = time.perf_counter() - t0
     if replaying:
-        replaying.check(result["model"].encoder.config.num_hidden_layers, TASK_LAYOUT[settings["task"]][1])
+        if replaying[0].head_dropout != TASK_LAYOUT[settings["task"]][1]:
+            raise RuntimeError(f"dropout replay: {settings['task']}'s head dropout is not the reference's")
+        replaying[0].check(fit_call["iterations"])
     with open(os.path.join(config.out, "metrics.json"), encoding="utf-8") as f:
         saved = json.load(f)
     timing = result["timing"]

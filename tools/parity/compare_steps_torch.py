@@ -48,7 +48,7 @@ DATA = os.path.join(os.path.dirname(ROOT), "shared", "data")
 
 def hf_model(hf_class, folder, dropout, eager: bool = False, **kwargs):
     """eager: transformers' eager attention (its probability dropout is then torch.nn.functional.dropout, which
-    dropout replay patches)."""
+    dropout replay swaps while it runs)."""
     from transformers import BertConfig as HFConfig
     return hf_class.from_pretrained(folder, config=HFConfig.from_pretrained(
         folder, hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout, **kwargs),
@@ -219,8 +219,8 @@ def main(argv=None) -> dict:
     from dropout_replay import TASK_LAYOUT, KerasReplay, TorchReplay
     keras.utils.set_random_seed(args.seed)                 # our dropout layers draw their seeds when built
     with contextlib.ExitStack() as replaying:
-        ours_replay = replaying.enter_context(KerasReplay()) if args.replay_dropout else None
         parts = setup(args, folder, AutoTokenizer.from_pretrained(folder))
+        ours_replay = KerasReplay(parts["ours"]) if args.replay_dropout else None
         theirs_replay = replaying.enter_context(TorchReplay(
             parts["theirs"].config.num_hidden_layers, *TASK_LAYOUT[args.task])) if args.replay_dropout else None
         return compare(args, parts, ours_replay, theirs_replay)
@@ -243,11 +243,11 @@ def compare(args, parts, ours_replay, theirs_replay) -> dict:
     schedule = ref.google_schedule(optimizer, warmup, total)
     ours.compile(optimizer=create_optimizer(args.learning_rate, total, warmup_steps=warmup, weight_decay=0.01),
                  **parts["compile_args"])
-    if ours_replay:
-        ours_replay.step = ours.optimizer.iterations
 
     rows = []
     for step, batch in enumerate(parts["batches"]):
+        if ours_replay:
+            ours_replay.start(int(ours.optimizer.iterations))
         our_loss = float(ours.train_on_batch(id_dict(batch), parts["targets"](batch), return_dict=True)["loss"])
         if theirs_replay:
             theirs_replay.begin(step, batch["attention_mask"])
@@ -263,7 +263,9 @@ def compare(args, parts, ours_replay, theirs_replay) -> dict:
         print(f"step {step:3d}  ours {our_loss:.6f}  torch {loss.item():.6f}  difference {our_loss - loss.item():+.2e}",
               flush=True)
     if ours_replay:
-        ours_replay.check(theirs.config.num_hidden_layers, TASK_LAYOUT[args.task][1])
+        ours_replay.check(int(ours.optimizer.iterations))
+        if ours_replay.head_dropout != TASK_LAYOUT[args.task][1]:
+            raise RuntimeError(f"dropout replay: {args.task}'s head dropout is not the reference's")
     result = {"task": args.task, **parts["info"], "batch_size": args.batch_size, "learning_rate": args.learning_rate,
               "dropout": args.dropout, "replay_dropout": args.replay_dropout, "seed": args.seed,
               "order_seed": args.order_seed, "own_head": args.own_head,

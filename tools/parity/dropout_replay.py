@@ -6,18 +6,27 @@ the same on both sides: the embeddings; per layer the attention probabilities, t
 feed-forward output; then the head's dropout if it has one (classification, multiple choice, tagging; not SQuAD).
 Site k of step t keeps an element where
 
-    tf.random.stateless_uniform(shape, seed=[k, t]) >= rate,     then scales the kept ones by 1 / (1 - rate),
+    tf.random.stateless_uniform(shape, seed=site_seed(k, t)) >= rate,     then scales the kept ones by 1 / (1 - rate),
 
-with `shape` bert_keras' tensor at that site. bert_keras skips padding in a block's position-wise parts, so its
-attention and feed-forward outputs are [T, H] over the T real tokens (row-major, layers.RealTokens); under a
-pooled head (classification, multiple choice) its last layer computes only [CLS]: probabilities [B, N, 1, S] and
-outputs [B, H]. The torch side draws the mask in that shape and places it into its own [B, S, H] / [B, N, S, S]
-tensor; positions bert_keras does not compute (padding, the last layer's other rows) keep everything, since
-nothing downstream reads them. Both sides must pad a batch to the same length (acceptance_finetune --paired hands
-the reference ours' lengths), or the embeddings' and attention's masks are drawn in other shapes. Drawing the masks
-costs time on both sides; no speed figure comes from a replayed run.
+with `shape` bert_keras' tensor at that site. That is exactly what a Keras 3 `keras.layers.Dropout` draws from its
+own `seed_generator` (keras.random.SeedGenerator: a [seed, counter] state; each training call draws
+tf.nn.experimental.stateless_dropout with the state as the seed, then adds 1 to the counter). So nothing is
+patched on bert_keras' side: KerasReplay sets each dropout layer's state before a step, and site_seed numbers the
+seeds as those layers then draw them. A layer that serves several sites (a block's `output_dropout`: the attention
+output, then the feed-forward output) is called that many times a step, so its seeds are [its first site,
+calls x t + j] for its j-th call.
 
-Only for tools: it patches keras.layers.Dropout (before the model is built) and torch.nn.functional.dropout.
+bert_keras skips padding in a block's position-wise parts, so its attention and feed-forward outputs are [T, H] over
+the T real tokens (row-major, layers.RealTokens); under a pooled head (classification, multiple choice) its last
+layer computes only [CLS]: probabilities [B, N, 1, S] and outputs [B, H]. The torch side draws the mask in that
+shape and places it into its own [B, S, H] / [B, N, S, S] tensor; positions bert_keras does not compute (padding,
+the last layer's other rows) keep everything, since nothing downstream reads them. Both sides must pad a batch to the
+same length (acceptance_finetune --paired hands the reference ours' lengths), or the embeddings' and attention's
+masks are drawn in other shapes. float32 only (a float16/bfloat16 Dropout draws its uniforms in that type). Drawing
+the masks costs time on both sides; no speed figure comes from a replayed run.
+
+transformers has no per-layer generator to seed: TorchReplay swaps torch.nn.functional.dropout while active (the one
+patch left in the tools, of the reference, never of bert_keras).
 """
 
 from __future__ import annotations
@@ -27,11 +36,20 @@ from __future__ import annotations
 TASK_LAYOUT = {"sst-2": (True, True), "openbookqa": (True, True), "conll2003": (False, True), "squad": (False, False)}
 
 
-def keep_mask(shape, site: int, step, rate: float):
-    """[shape] bool: the keep-mask of `site` at `step` (a Python int or a scalar integer tensor)."""
+def site_seed(site: int, step: int, num_layers: int) -> tuple[int, int]:
+    """The stateless seed of dropout site `site` at training step `step`: (the first site of the Keras layer that
+    draws it, that layer's draws before it). A block's sites 1+3i (attention probabilities: its own layer), 2+3i and
+    3+3i (attention and feed-forward output: one `output_dropout` layer, called twice a step)."""
+    if 1 <= site <= 3 * num_layers and (site - 1) % 3 != 0:
+        first = site - (site - 1) % 3 + 1                 # the block's output_dropout: first used at 2+3i
+        return first, 2 * step + (site - first)
+    return site, step
+
+
+def keep_mask(shape, seed, rate: float):
+    """[shape] bool: the keep-mask drawn with stateless `seed` (a pair of ints, see site_seed)."""
     import tensorflow as tf
-    seed = tf.stack([tf.constant(site, tf.int64), tf.cast(step, tf.int64)])
-    return tf.random.stateless_uniform(shape, seed=seed, dtype=tf.float32) >= rate
+    return tf.random.stateless_uniform(shape, seed=tf.constant(seed, tf.int64), dtype=tf.float32) >= rate
 
 
 def sites_per_step(num_layers: int, head_dropout: bool) -> int:
@@ -39,47 +57,49 @@ def sites_per_step(num_layers: int, head_dropout: bool) -> int:
 
 
 class KerasReplay:
-    """Patches keras.layers.Dropout.call while active: under a traced training step, the n-th dropout call of the
-    traced function is site n and reads the step from `step` (set it to the optimizer's iterations before the
-    first training step traces). Use as a context manager around building and training the model."""
+    """Seeds a bert_keras task model's dropout layers for replay: `start(step)` before a training step sets each
+    keras.layers.Dropout's seed_generator state to (its first site, calls a step x step), so the step draws
+    site_seed's masks; `callback()` does it before every training batch of model.fit (from the optimizer's
+    iterations). `check(steps)` after training: each layer drew exactly its calls a step, `steps` times.
 
-    def __init__(self):
-        self.step = None
-        self.sites = {}                                   # traced graph -> dropout calls so far
+    model: a bert_keras task model (its `encoder`, and a "head_dropout" layer if its head has one)."""
 
-    def __enter__(self):
+    def __init__(self, model):
         import keras
-        import tensorflow as tf
-        self._original = original = keras.layers.Dropout.call
+        encoder = model.encoder
+        self.num_layers = len(encoder.transformer_layers)
+        self.layers = [(encoder.embeddings.dropout, 0, 1)]        # (Dropout, its first site, its calls a step)
+        for i, block in enumerate(encoder.transformer_layers):
+            self.layers += [(block.attention_probs_dropout, 1 + 3 * i, 1), (block.output_dropout, 2 + 3 * i, 2)]
+        heads = [layer for layer in model.layers if layer.name == "head_dropout"]
+        if heads:
+            self.layers.append((heads[0], 1 + 3 * self.num_layers, 1))
+        self.head_dropout = bool(heads)
+        for layer, _, _ in self.layers:
+            if not isinstance(layer, keras.layers.Dropout) or not hasattr(layer, "seed_generator"):
+                raise ValueError(f"dropout replay: {layer.name} is not a keras.layers.Dropout with a rate above 0")
+
+    def start(self, step: int) -> None:
+        for layer, site, calls in self.layers:
+            layer.seed_generator.state.assign([site, calls * int(step)])
+
+    def callback(self):
+        import keras
         replay = self
 
-        def call(layer, inputs, training=False):
-            if not training or layer.rate == 0:
-                return original(layer, inputs, training=training)
-            if tf.executing_eagerly():
-                raise RuntimeError("dropout replay numbers the calls of a traced step: run the model compiled "
-                                   "(run_eagerly=False)")
-            if replay.step is None:
-                raise RuntimeError("dropout replay: set .step (the optimizer's iterations) before training")
-            graph = tf.compat.v1.get_default_graph()
-            site = replay.sites.get(graph, 0)
-            replay.sites[graph] = site + 1
-            keep = keep_mask(tf.shape(inputs), site, replay.step, layer.rate)
-            return inputs * tf.cast(keep, inputs.dtype) * (1.0 / (1.0 - layer.rate))
+        class StartEachStep(keras.callbacks.Callback):
+            def on_train_batch_begin(self, batch, logs=None):
+                replay.start(int(self.model.optimizer.iterations))
+        return StartEachStep()
 
-        keras.layers.Dropout.call = call
-        return self
-
-    def __exit__(self, *exc):
-        import keras
-        keras.layers.Dropout.call = self._original
-
-    def check(self, num_layers: int, head_dropout: bool):
-        """Raises unless every traced training step made sites_per_step dropout calls (and one was traced)."""
-        expected = sites_per_step(num_layers, head_dropout)
-        counts = list(self.sites.values())
-        if not counts or any(n != expected for n in counts):
-            raise RuntimeError(f"dropout replay: traced steps made {counts} dropout calls, expected {expected} each")
+    def check(self, steps: int) -> None:
+        """Raises unless every dropout layer's counter says it drew its calls a step (started at step 0, or at the
+        last start, and `steps` counted from there)."""
+        wrong = [(layer.name, int(layer.seed_generator.state[1]), calls * steps) for layer, _, calls in self.layers
+                 if int(layer.seed_generator.state[1]) != calls * steps]
+        if wrong:
+            raise RuntimeError(f"dropout replay: layers drew other than their calls a step: {wrong} "
+                               "(name, counter, expected)")
 
 
 class TorchReplay:
@@ -149,4 +169,4 @@ class TorchReplay:
 
     def _draw(self, shape, site, p):
         import torch
-        return torch.from_numpy(keep_mask(shape, site, self.step, p).numpy())
+        return torch.from_numpy(keep_mask(shape, site_seed(site, self.step, self.num_layers), p).numpy())

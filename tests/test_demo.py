@@ -1,0 +1,69 @@
+"""`bert-keras demo` prints only its own lines: its serving step (demo.ask_local_server: the local gRPC server's
+first Session.run, then a Predict) runs in a new process, as the demo's does, and its stderr holds neither of the
+two Abseil lines TensorFlow 2.20 writes there (bert_keras_cli/absl_logs.py). The same step through the library's
+own start_server still writes them: the demo's switch is the demo's, not the library user's, and the check below
+is one that fails when the switch does nothing. Mutation check: ask_local_server without quiet_absl_info_logs()
+fails it."""
+
+import os
+import subprocess
+import sys
+
+import keras
+import pytest
+
+from conftest import REPO
+
+pytestmark = pytest.mark.integration
+
+ABSL_LINES = ("WARNING: All log messages before absl::InitializeLog() is called are written to STDERR",
+              "MLIR V1 optimization pass is not enabled")
+
+SERVE = """
+import sys
+from bert_keras_cli import demo
+if sys.argv[2] == "demo":
+    port, outputs = demo.ask_local_server(sys.argv[1], ["a fine film", "dull"])
+else:                                     # the library's server, as a user's program starts it
+    from savedmodels.client import ServingClient
+    from savedmodels.local_server import start_server
+    server, port = start_server({"sentiment": sys.argv[1]})
+    outputs = ServingClient(f"127.0.0.1:{port}", "sentiment").predict({"text": ["a fine film", "dull"]})
+    server.stop(0)
+print("labels:", *sorted(label.decode() for label in outputs["label"]), flush=True)
+"""
+
+
+@pytest.fixture(scope="module")
+def served_model(tmp_path_factory, minilm_vocab):
+    from bert_keras.config import PRESETS
+    from bert_keras.encoder import BertEncoder
+    from bert_keras.preprocessing import BertPreprocessor
+    from bert_keras.tasks import BertClassifier
+    from savedmodels.export import export_task_model
+    base = tmp_path_factory.mktemp("serving")
+    keras.utils.set_random_seed(0)
+    model = BertClassifier(BertEncoder(PRESETS["bert_tiny"]), 2, label_names=["negative", "positive"],
+                           preprocessor=BertPreprocessor(minilm_vocab, max_seq_length=32))
+    export_task_model(model, str(base), "sentiment", keras_file=False)
+    return str(base / "sentiment")
+
+
+def serve(model: str, how: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}    # as `bert-keras demo` runs
+    result = subprocess.run([sys.executable, "-c", SERVE, model, how], capture_output=True, text=True, cwd=REPO,
+                            env=env, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.split()[0] == "labels:" and len(result.stdout.split()) == 3    # both answered
+    return result
+
+
+def test_the_demos_serving_step_writes_no_abseil_lines(served_model):
+    stderr = serve(served_model, "demo").stderr
+    assert not [line for line in stderr.splitlines() if any(text in line for text in ABSL_LINES)], stderr
+
+
+def test_the_library_server_is_left_to_tensorflows_defaults(served_model):
+    stderr = serve(served_model, "library").stderr
+    assert all(text in stderr for text in ABSL_LINES), ("TensorFlow no longer writes the lines this test looks "
+                                                        "for: update ABSL_LINES\n" + stderr[-3000:])
