@@ -50,7 +50,6 @@ values) and transformers loads the same Hugging Face folder. Sentences: SST-2 de
 
 from __future__ import annotations
 
-import argparse
 import concurrent.futures
 import json
 import os
@@ -65,6 +64,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")      # as bert_keras sets it (before TensorFlow loads)
 REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from serving_frame import budget as budget_of, parser, run_in_work_folder  # noqa: E402
 
 
 def sentences_from(path: str | None) -> tuple[list[str], str, list[int]]:
@@ -368,27 +370,19 @@ def xla_peer(model, work: str, peers: dict, texts: list[str]) -> dict:
 def main(argv=None) -> None:
     """Runs the benchmark; its exports (and ONNX files, ~110 MB for MiniLM) live in a temporary folder removed at
     the end."""
-    import shutil
-    work = tempfile.mkdtemp(prefix="benchmark_serving_")
-    # Count XLA compilations from XLA's module dumps (set before TensorFlow loads; only ours_xla compiles).
-    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} --xla_dump_to={os.path.join(work, 'xla_dump')}"
-    try:
-        _main(argv, work)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+
+    def count_xla_compilations(work: str) -> None:
+        # Count XLA compilations from XLA's module dumps (set before TensorFlow loads; only ours_xla compiles).
+        os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} --xla_dump_to={os.path.join(work, 'xla_dump')}"
+    run_in_work_folder(_main, argv, "benchmark_serving_", before=count_xla_compilations)
 
 
 def _main(argv, work: str) -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--model", help="a `bert-keras finetune` output folder (default: MiniLM + a fresh head)")
-    p.add_argument("--sentences", help="SST-2 dev.tsv")
-    p.add_argument("--batch-sizes", default="1,32")
-    p.add_argument("--seconds", type=float, default=20.0, help="time budget per measurement (default 20)")
-    p.add_argument("--quick", action="store_true", help="3 s per measurement, 20 gRPC requests per client")
-    p.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "serving.json"))
+    p = parser(__doc__, seconds=20.0, quick_seconds=3.0, out="serving.json",
+               quick_help="3 s per measurement, 20 gRPC requests per client")
     p.add_argument("--skip", default="", help="comma-separated rows to leave out (e.g. garden128,ours_int8,torch)")
     args = p.parse_args(argv)
-    budget = 3.0 if args.quick else args.seconds
+    budget = budget_of(args)
 
     import numpy as np
     import tensorflow as tf
