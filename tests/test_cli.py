@@ -28,6 +28,12 @@ def test_convert_errors_exit_2_with_the_reason(tmp_path, capsys):
     assert "Nothing to write" in capsys.readouterr().err
 
 
+def test_export_refuses_a_warmup_cap_without_xla(tmp_path, capsys):
+    argv = ["export", "--model", str(tmp_path), "--base-path", str(tmp_path), "--name", "m"]
+    assert main(argv + ["--xla-warmup-max-length", "64"]) == 2
+    assert "add --xla" in capsys.readouterr().err
+
+
 def test_presets_lists_parameter_counts(capsys):
     assert main(["presets"]) == 0
     assert "109,482,240" in capsys.readouterr().out
