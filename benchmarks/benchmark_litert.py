@@ -19,19 +19,18 @@ Needs the [litert] and [torch] extras (without torch/onnxruntime the ORT rows ar
 
 from __future__ import annotations
 
-import argparse
 import os
 import pathlib
 import platform
-import shutil
 import sys
-import tempfile
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
 REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
+
+from serving_frame import budget as budget_of, parser, run_in_work_folder  # noqa: E402
 
 THREADS = (1, 2)
 
@@ -43,23 +42,12 @@ def litert_runner(path: str, threads: int):
 
 
 def main(argv=None) -> None:
-    work = tempfile.mkdtemp(prefix="benchmark_litert_")
-    try:
-        _main(argv, work)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    run_in_work_folder(_main, argv, "benchmark_litert_")
 
 
 def _main(argv, work: str) -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--model", help="a `bert-keras finetune` output folder (default: MiniLM + a fresh head)")
-    p.add_argument("--sentences", help="SST-2 dev.tsv")
-    p.add_argument("--batch-sizes", default="1,32")
-    p.add_argument("--seconds", type=float, default=10.0, help="time budget per measurement (default 10)")
-    p.add_argument("--quick", action="store_true", help="2 s per measurement")
-    p.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "litert.json"))
-    args = p.parse_args(argv)
-    budget = 2.0 if args.quick else args.seconds
+    args = parser(__doc__, seconds=10.0, quick_seconds=2.0, out="litert.json").parse_args(argv)
+    budget = budget_of(args)
     load_before = os.getloadavg()
 
     import numpy as np

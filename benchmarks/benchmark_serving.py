@@ -29,10 +29,10 @@ One run, one process (PyTorch in the same process):
 - ours_xla: the same model through `bert-keras export --xla` (savedmodels/xla.py: encoder + head in one jit_compile
   function on length buckets 16/32/64/128/max and batch sizes 1-32), on the same session path with XLA:CPU on
   (SessionBundle(xla_cpu_compilation_enabled=True), TF Serving's --xla_cpu_compilation_enabled=true), its warm-up
-  records replayed first as the server does at load ("xla": records, seconds, compilations). Then the first
-  request of shapes the warm-up did not send (batch 3, 5, 12, 20 and other lengths, inside the buckets) against
-  the median of its next 5: XLA's compilations are counted from its module dumps (XLA_FLAGS=--xla_dump_to), and
-  should not grow ("new_shape_first_request").
+  records (buckets up to 128: WARMUP_MAX_LENGTH) replayed first as the server does at load ("xla": records,
+  seconds, compilations). Then the first request of shapes the warm-up did not send (batch 3, 5, 12, 20 and other
+  lengths, inside the warmed buckets) against the median of its next 5: XLA's compilations are counted from its
+  module dumps (XLA_FLAGS=--xla_dump_to), and should not grow ("new_shape_first_request").
 - matmul_floor: the export's dense matmuls and nothing else, at each batch's real token counts (benchmarks/matmul_floor.py):
   what ours would reach if every other op cost nothing; "matmul_floor_over_onnxruntime" < 1 means no graph
   overhead removed could catch ORT with TensorFlow's matmul kernels.
@@ -50,7 +50,6 @@ values) and transformers loads the same Hugging Face folder. Sentences: SST-2 de
 
 from __future__ import annotations
 
-import argparse
 import concurrent.futures
 import json
 import os
@@ -65,6 +64,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")      # as bert_keras sets it (before TensorFlow loads)
 REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from serving_frame import budget as budget_of, parser, run_in_work_folder  # noqa: E402
 
 
 def sentences_from(path: str | None) -> tuple[list[str], str, list[int]]:
@@ -314,6 +316,11 @@ def xla_compiles(work: str) -> int:
     return sum(n.endswith(".before_optimizations.txt") for n in os.listdir(folder)) if os.path.isdir(folder) else 0
 
 
+# SST-2 sentences pack well under 128 tokens: the warm-up stops at the 128 bucket (`export --xla
+# --xla-warmup-max-length 128`) instead of MiniLM's 512 (all 30 shapes took 2772 s to warm on a busy host).
+WARMUP_MAX_LENGTH = 128
+
+
 def xla_peer(model, work: str, peers: dict, texts: list[str]) -> dict:
     """Exports `model` with --xla, loads it on the session path with XLA:CPU on, replays its warm-up records (as
     TF Serving at load), adds it to `peers` as "ours_xla"; then times the first request of shapes the warm-up did
@@ -323,12 +330,13 @@ def xla_peer(model, work: str, peers: dict, texts: list[str]) -> dict:
     from savedmodels.export import export_task_model
     from savedmodels.session_bundle import SessionBundle
     from savedmodels.xla import XlaShapes
-    shapes = XlaShapes.for_model(model)
+    shapes = XlaShapes.for_model(model, warmup_max_length=WARMUP_MAX_LENGTH)
     path = export_task_model(model, work, "ours_xla", keras_file=False, xla=shapes)
     bundle = SessionBundle(path, xla_cpu_compilation_enabled=True)
     start = time.perf_counter()
     records = bundle.warmup()
-    report = {"lengths": list(shapes.lengths), "batch_sizes": list(shapes.batch_sizes), "warmup_records": records,
+    report = {"lengths": list(shapes.lengths), "batch_sizes": list(shapes.batch_sizes),
+              "warmup_lengths": list(shapes.warmup_lengths), "warmup_records": records,
               "warmup_seconds": time.perf_counter() - start, "compilations_after_warmup": xla_compiles(work)}
     run = served(bundle)
     peers["ours_xla"] = run
@@ -368,27 +376,19 @@ def xla_peer(model, work: str, peers: dict, texts: list[str]) -> dict:
 def main(argv=None) -> None:
     """Runs the benchmark; its exports (and ONNX files, ~110 MB for MiniLM) live in a temporary folder removed at
     the end."""
-    import shutil
-    work = tempfile.mkdtemp(prefix="benchmark_serving_")
-    # Count XLA compilations from XLA's module dumps (set before TensorFlow loads; only ours_xla compiles).
-    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} --xla_dump_to={os.path.join(work, 'xla_dump')}"
-    try:
-        _main(argv, work)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+
+    def count_xla_compilations(work: str) -> None:
+        # Count XLA compilations from XLA's module dumps (set before TensorFlow loads; only ours_xla compiles).
+        os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} --xla_dump_to={os.path.join(work, 'xla_dump')}"
+    run_in_work_folder(_main, argv, "benchmark_serving_", before=count_xla_compilations)
 
 
 def _main(argv, work: str) -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--model", help="a `bert-keras finetune` output folder (default: MiniLM + a fresh head)")
-    p.add_argument("--sentences", help="SST-2 dev.tsv")
-    p.add_argument("--batch-sizes", default="1,32")
-    p.add_argument("--seconds", type=float, default=20.0, help="time budget per measurement (default 20)")
-    p.add_argument("--quick", action="store_true", help="3 s per measurement, 20 gRPC requests per client")
-    p.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "serving.json"))
+    p = parser(__doc__, seconds=20.0, quick_seconds=3.0, out="serving.json",
+               quick_help="3 s per measurement, 20 gRPC requests per client")
     p.add_argument("--skip", default="", help="comma-separated rows to leave out (e.g. garden128,ours_int8,torch)")
     args = p.parse_args(argv)
-    budget = 3.0 if args.quick else args.seconds
+    budget = budget_of(args)
 
     import numpy as np
     import tensorflow as tf

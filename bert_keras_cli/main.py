@@ -230,10 +230,16 @@ def cmd_export(args) -> None:
         return cmd_export_litert(args)
     if not args.base_path or not args.name:
         raise CommandError("export needs --base-path and --name (or --format litert --out FILE.tflite)")
+    warmup_cap = getattr(args, "xla_warmup_max_length", None)
+    if warmup_cap is not None and not args.xla:
+        raise CommandError("--xla-warmup-max-length applies to the XLA export: add --xla")
     try:
         model = load_task_model(args.model)
-        written = export_for_serving(model, args.base_path, args.name, args.version, args.precision,
-                                     xla=args.xla)
+        xla = args.xla
+        if warmup_cap is not None:
+            from savedmodels.xla import XlaShapes
+            xla = XlaShapes.for_model(model, warmup_max_length=warmup_cap)
+        written = export_for_serving(model, args.base_path, args.name, args.version, args.precision, xla=xla)
     except (FileNotFoundError, FileExistsError, TypeError, ValueError) as e:
         raise CommandError(str(e)) from None
     print(f"wrote {written.version} (SavedModel, {type(model).__name__} signatures; the op check passed for stock "
@@ -479,6 +485,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="encoder + head in one XLA-compiled function on padded shapes (length buckets 16/32/64/128/"
                         "max, batch sizes 1-32), warm-up for each; serve with --xla_cpu_compilation_enabled=true "
                         "(docs/xla-serving.md)")
+    p.add_argument("--xla-warmup-max-length", type=int, metavar="N",
+                   help="--xla: warm up the length buckets up to N only (e.g. 128 for sentences on a model packing "
+                        "up to 512: a faster load); longer buckets compile on their first request (default: all)")
     p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("export-hub", help="write an encoder as TF Hub-style preprocessor + encoder SavedModels")

@@ -15,7 +15,9 @@ Padded rows and positions are masked (input_mask 0) and cut from the outputs, so
 default export (within float rounding). Multiple-choice ids [B, C, S] are folded to [B*C, S] rows first, so the
 number of endings adds no shapes. Every signature calls the same compiled function (one input signature), so
 they share its compilations. `warmup_inputs` gives one serving_default request per (length bucket, batch size):
-TF Serving replays them at load, and after that no request inside the buckets compiles.
+TF Serving replays them at load, and after that no request inside the buckets compiles. `warmup_max_length`
+caps the warm-up (e.g. 128 for a model packing up to 512 that serves sentences): the buckets above it still
+answer, compiling each (bucket, batch size) on its first request.
 
 TF Serving runs such a model only when started with `--xla_cpu_compilation_enabled=true`; without it the server
 calls `tensorflow::DisableXlaCompilation()` and the first compilation, the first warm-up request, fails with
@@ -50,18 +52,31 @@ class XlaShapes:
     Attributes:
         lengths: sequence-length buckets, ascending; the last is the longest the preprocessor packs.
         batch_sizes: row counts, ascending (TF Serving's allowed_batch_sizes; the last is max_batch_size).
+        warmup_max_length: the longest length bucket the warm-up records compile (None: every bucket). Longer
+            buckets still answer; each (bucket, batch size) above it compiles on its first request instead of
+            at load.
     """
     lengths: tuple[int, ...]
     batch_sizes: tuple[int, ...]
+    warmup_max_length: int | None = None
+
+    @property
+    def warmup_lengths(self) -> tuple[int, ...]:
+        """The length buckets the warm-up compiles (those up to `warmup_max_length`)."""
+        cap = self.lengths[-1] if self.warmup_max_length is None else self.warmup_max_length
+        return tuple(n for n in self.lengths if n <= cap)
 
     @classmethod
-    def for_model(cls, model, lengths=None, batch_sizes=None) -> "XlaShapes":
+    def for_model(cls, model, lengths=None, batch_sizes=None, warmup_max_length=None) -> "XlaShapes":
         """The buckets for a task model's preprocessor: `lengths` below its longest packed length, plus that
-        length (only that one with a fixed seq_length); `batch_sizes` as given (default BATCH_SIZES).
+        length (only that one with a fixed seq_length); `batch_sizes` as given (default BATCH_SIZES);
+        `warmup_max_length` caps the warm-up (default: every bucket; it must reach the first bucket).
 
         Example:
             >>> XlaShapes.for_model(model).lengths            # max_seq_length 128     # doctest: +SKIP
             (16, 32, 64, 128)
+            >>> XlaShapes.for_model(model, warmup_max_length=64).warmup_lengths          # doctest: +SKIP
+            (16, 32, 64)
         """
         pre = model.require_preprocessor()
         top = pre.seq_length or pre.max_seq_length
@@ -72,7 +87,11 @@ class XlaShapes:
         if any(n < 3 for n in wanted):
             raise ValueError(f"length buckets must be at least 3 ([CLS] x [SEP]), got {lengths}")
         fixed = pre.seq_length is not None
-        return cls(tuple(sorted({n for n in wanted if n < top and not fixed} | {top})), sizes)
+        buckets = tuple(sorted({n for n in wanted if n < top and not fixed} | {top}))
+        if warmup_max_length is not None and warmup_max_length < buckets[0]:
+            raise ValueError(f"the warm-up cap {warmup_max_length} is below the first length bucket {buckets[0]} "
+                             f"(buckets {buckets}): give at least {buckets[0]}, or leave it out to warm every bucket")
+        return cls(buckets, sizes, warmup_max_length)
 
 
 def _output_is_sequence(model) -> object:
@@ -184,7 +203,8 @@ def _packed_shape(model, keys: list[str], example: dict) -> tuple[int, int]:
 
 
 def warmup_inputs(model, keys: list[str], shapes: XlaShapes) -> list[dict]:
-    """serving_default inputs ({key: list}) whose ids land on each (length bucket, batch size) once.
+    """serving_default inputs ({key: list}) whose ids land on each (length bucket, batch size) once, for the
+    buckets up to `shapes.warmup_max_length`.
 
     Args:
         model: the task model being exported.
@@ -193,7 +213,7 @@ def warmup_inputs(model, keys: list[str], shapes: XlaShapes) -> list[dict]:
     """
     word = _filler_word(model.require_preprocessor())
     requests, previous = [], 0
-    for length in shapes.lengths:
+    for length in shapes.warmup_lengths:
         count = length
         while count > 0:
             rows, packed = _packed_shape(model, keys, _example(keys, " ".join([word] * count)))

@@ -2,6 +2,7 @@ from pathlib import Path
 
 import keras
 import numpy as np
+import pytest
 
 from bert_keras import load_checkpoint
 from bert_keras_cli.main import main
@@ -27,6 +28,12 @@ def test_convert_errors_exit_2_with_the_reason(tmp_path, capsys):
     assert "Nothing to write" in capsys.readouterr().err
 
 
+def test_export_refuses_a_warmup_cap_without_xla(tmp_path, capsys):
+    argv = ["export", "--model", str(tmp_path), "--base-path", str(tmp_path), "--name", "m"]
+    assert main(argv + ["--xla-warmup-max-length", "64"]) == 2
+    assert "add --xla" in capsys.readouterr().err
+
+
 def test_presets_lists_parameter_counts(capsys):
     assert main(["presets"]) == 0
     assert "109,482,240" in capsys.readouterr().out
@@ -45,3 +52,52 @@ def test_embed_finds_the_paraphrase(minilm_dir, capsys):
     lines = [line for line in capsys.readouterr().out.splitlines() if "->" in line]
     assert "The cat sits outside." in lines[0] and "A kitten is sitting outdoors." in lines[0].split("->")[1]
     assert "Someone strums a guitar" in lines[1].split("->")[1]
+
+
+@pytest.mark.integration
+def test_export_xla_answers_on_the_serving_path_as_the_default_export(minilm_vocab, tmp_path, capsys):
+    """`bert-keras export --xla` next to the plain `bert-keras export` of the same model.keras: on TF Serving's
+    path (TF1 loader + Session.run, session_path.py) with XLA:CPU on, serving_default and classify answer as the
+    default export's (1e-4), the ids went through XLA compilations of bucketed shapes only, and the printed
+    serve command carries the server flag (the default one's does not)."""
+    from bert_keras.config import PRESETS
+    from bert_keras.encoder import BertEncoder
+    from bert_keras.preprocessing import BertPreprocessor
+    from bert_keras.tasks import BertClassifier
+    from savedmodels.batching import BatchingParameters
+    from savedmodels.xla import must_compile_functions
+    from session_path import run_signatures
+    keras.utils.set_random_seed(3)
+    pre = BertPreprocessor(minilm_vocab, max_seq_length=32)          # buckets 16 and 32: few warm-up records
+    model = BertClassifier(BertEncoder(PRESETS["bert_tiny"]), 2, label_names=["neg", "pos"], preprocessor=pre)
+    keras_file = str(tmp_path / "model.keras")
+    model.save(keras_file)
+    printed = {}
+    for name, flags in (("plain", []), ("fast", ["--xla"])):         # one base path each, as a user would
+        base = str(tmp_path / f"serving_{name}")
+        assert main(["export", "--model", keras_file, "--base-path", base, "--name", "sst2", *flags]) == 0
+        printed[name] = capsys.readouterr().out
+    serve = {name: [line for line in out.splitlines() if line.startswith("serve: ")] for name, out in printed.items()}
+    assert len(serve["fast"]) == 1 and "--xla_cpu_compilation_enabled=true" in serve["fast"][0]
+    assert len(serve["plain"]) == 1 and "--xla_cpu_compilation_enabled" not in serve["plain"][0]
+    batching = BatchingParameters.read(str(tmp_path / "serving_fast" / "batching_parameters.txt"))
+    assert batching.allowed_batch_sizes == (1, 2, 4, 8, 16, 32)
+    plain, fast = tmp_path / "serving_plain" / "sst2" / "1", tmp_path / "serving_fast" / "sst2" / "1"
+    assert must_compile_functions(str(plain)) == [] and len(must_compile_functions(str(fast))) == 1
+    texts = ["a charming and often affecting journey", "Ünïcödé — “quoted” text", "",
+             " ".join(["the"] * 20) + " plot ."]                           # 23 pieces + 2: bucket 32
+    calls = [{"signature": "serving_default", "inputs": {"text": texts}},
+             {"signature": "serving_default", "inputs": {"text": texts[:1]}},
+             {"signature": "classify", "examples": [{"text": t} for t in texts[:3]]}]
+    want = run_signatures([{"path": str(plain), **call} for call in calls])
+    got = run_signatures([{"path": str(fast), **call} for call in calls], count_compiles=True)
+    for call, w, g in zip(calls, want, got):
+        assert g.pop("__xla_compiles__") >= 1
+        assert set(map(tuple, g.pop("__xla_shapes__"))) <= {(rows, length) for rows in (1, 2, 4, 8, 16, 32)
+                                                            for length in (16, 32)}
+        assert sorted(w) == sorted(g), call["signature"]
+        for alias, value in w.items():
+            if isinstance(value, list) and value and isinstance(np.asarray(value).flat[0], (float, np.floating)):
+                np.testing.assert_allclose(g[alias], value, atol=1e-4, rtol=0, err_msg=alias)
+            else:
+                assert g[alias] == value, alias

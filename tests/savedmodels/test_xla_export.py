@@ -37,6 +37,8 @@ def exports(tmp_path_factory, task_models):
             paths["sst2_xla"] = written.version
         else:
             paths[f"{name}_xla"] = export_task_model(model, str(base), f"{name}_xla", keras_file=False, xla=SHAPES)
+    capped = XlaShapes(SHAPES.lengths, SHAPES.batch_sizes, warmup_max_length=32)
+    paths["sst2_capped"] = export_task_model(models["sst2"], str(base), "sst2_capped", keras_file=False, xla=capped)
     return base, paths, models, written
 
 
@@ -136,6 +138,21 @@ def test_no_compile_after_warmup_for_shapes_inside_the_buckets(exports):
         assert result["__xla_compiles__"] == len(every)
 
 
+def test_a_capped_warmup_compiles_up_to_the_cap_and_longer_buckets_still_answer(exports):
+    """warmup_max_length=32: the warm-up compiles the (16 and 32, batch size) shapes only; a text in the 64
+    bucket then compiles [1, 64] on its first request and answers as the default export does."""
+    _, paths, _, _ = exports
+    warmed = sorted([size, length] for length in (16, 32) for size in SHAPES.batch_sizes)
+    request = {"signature": "serving_default", "inputs": {"text": [LONG]}}
+    warmup, long = run_signatures([{"path": paths["sst2_capped"], "warmup": True},
+                                   {"path": paths["sst2_capped"], **request}], count_compiles=True)
+    assert warmup["__records__"] == len(warmed) + 1            # + the default export's serving_default record
+    assert warmup["__xla_shapes__"] == warmed and warmup["__xla_compiles__"] == len(warmed)
+    assert long["__xla_shapes__"] == sorted(warmed + [[1, 64]]) and long["__xla_compiles__"] == len(warmed) + 1
+    default = run_signatures([{"path": paths["sst2"], **request}])[0]
+    _assert_same(default, {k: v for k, v in long.items() if not k.startswith("__xla")}, "sst2_capped")
+
+
 def test_the_export_writes_matching_batching_parameters_and_the_serve_command(exports):
     base, _, _, written = exports
     params = BatchingParameters.read(written.batching_parameters)
@@ -154,6 +171,12 @@ def test_shapes_follow_the_preprocessor(minilm_vocab):
     assert XlaShapes.for_model(model(seq_length=48, max_seq_length=128)).lengths == (48,)
     with pytest.raises(ValueError, match="batch sizes"):
         XlaShapes.for_model(model(), batch_sizes=(0, 4))
+    shapes = XlaShapes.for_model(model(max_seq_length=512), warmup_max_length=128)
+    assert shapes.lengths == (16, 32, 64, 128, 512) and shapes.warmup_lengths == (16, 32, 64, 128)
+    assert XlaShapes.for_model(model(max_seq_length=512)).warmup_lengths == (16, 32, 64, 128, 512)
+    assert XlaShapes.for_model(model(max_seq_length=512), warmup_max_length=100).warmup_lengths == (16, 32, 64)
+    with pytest.raises(ValueError, match="below the first length bucket 16"):
+        XlaShapes.for_model(model(), warmup_max_length=8)
 
 
 def test_the_local_server_refuses_an_xla_export_without_the_flag(exports):
