@@ -3,7 +3,8 @@
     python benchmarks/benchmark_predict.py [--data ../shared/data] [--tasks sst-2,squad,openbookqa,conll2003]
                                           [--max-examples N] [--batch-size 32] [--out benchmarks/results/predict.json]
 
-Needs torch==2.13.0 and transformers beside TensorFlow (a venv of its own: docs/predict-notes.md).
+Needs torch==2.13.0 and transformers beside TensorFlow, in a venv of its own (figures: docs/performance.md, "Readable
+predictions").
 Each task kind on its evaluation data (SOURCES.md in the data folder), all-MiniLM-L6-v2's encoder on both sides
 (bert_keras.loading.bundled_minilm_folder()) and the same randomly initialised head (ours copied into
 transformers'), since speed, not accuracy, is measured here:
