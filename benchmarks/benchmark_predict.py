@@ -3,7 +3,8 @@
     python benchmarks/benchmark_predict.py [--data ../shared/data] [--tasks sst-2,squad,openbookqa,conll2003]
                                           [--max-examples N] [--batch-size 32] [--out benchmarks/results/predict.json]
 
-Needs torch==2.13.0 and transformers beside TensorFlow (a venv of its own: docs/predict-notes.md).
+Needs torch==2.13.0 and transformers beside TensorFlow, in a venv of its own (figures: docs/performance.md, "Readable
+predictions").
 Each task kind on its evaluation data (SOURCES.md in the data folder), all-MiniLM-L6-v2's encoder on both sides
 (bert_keras.loading.bundled_minilm_folder()) and the same randomly initialised head (ours copied into
 transformers'), since speed, not accuracy, is measured here:
@@ -67,6 +68,17 @@ def batches(items, size):
         yield items[i:i + size]
 
 
+def in_batches(columns, batch_size, step):
+    """transformers' evaluation loop: step(*chunk) -> a list of answers, on each `batch_size` chunk of the columns
+    (lists of the same length, chunked together), under torch.no_grad(); the answers in order."""
+    import torch
+    out = []
+    with torch.no_grad():
+        for chunk in zip(*(batches(column, batch_size) for column in columns)):
+            out += step(*chunk)
+    return out
+
+
 def copy_head(kernel, bias, linear):
     """Our Dense head's weights into a torch Linear (out = x W^T + b)."""
     import numpy as np
@@ -91,14 +103,13 @@ def sst2(data, folder, encoder, pre, batch_size, limit):
     copy_head(*ours.get_layer("logits").get_weights(), theirs.classifier)
     tokenizer = AutoTokenizer.from_pretrained(folder)
 
+    def step(chunk):
+        enc = tokenizer(chunk, padding=True, truncation=True, max_length=128, return_tensors="pt")
+        p = torch.softmax(theirs(**enc).logits, -1).numpy()
+        return [{"label": labels[i], "probability": float(row[i])} for row, i in zip(p, p.argmax(-1))]
+
     def run_theirs():
-        out = []
-        with torch.no_grad():
-            for chunk in batches(texts, batch_size):
-                enc = tokenizer(chunk, padding=True, truncation=True, max_length=128, return_tensors="pt")
-                p = torch.softmax(theirs(**enc).logits, -1).numpy()
-                out += [{"label": labels[i], "probability": float(row[i])} for row, i in zip(p, p.argmax(-1))]
-        return out
+        return in_batches([texts], batch_size, step)
 
     return {"method": "classify", "examples": len(texts), "ours": lambda: ours.classify(texts), "theirs": run_theirs,
             "agree": lambda a, b: np.mean([x["label"] == y["label"] for x, y in zip(a, b)])}
@@ -118,18 +129,17 @@ def openbookqa(data, folder, encoder, pre, batch_size, limit):
     copy_head(*ours.get_layer("choice_score").get_weights(), theirs.classifier)
     tokenizer = AutoTokenizer.from_pretrained(folder)
 
+    def step(c, e):
+        n = len(e[0])
+        enc = tokenizer([x for x in c for _ in range(n)], [y for row in e for y in row], padding=True,
+                        truncation=True, max_length=128, return_tensors="pt")
+        enc = {k: v.view(len(c), n, -1) for k, v in enc.items()}
+        p = torch.softmax(theirs(**enc).logits, -1).numpy()
+        return [{"choice": int(i), "ending": row[i], "probability": float(q[i])}
+                for q, row, i in zip(p, e, p.argmax(-1))]
+
     def run_theirs():
-        out = []
-        with torch.no_grad():
-            for c, e in zip(batches(contexts, batch_size), batches(endings, batch_size)):
-                n = len(e[0])
-                enc = tokenizer([x for x in c for _ in range(n)], [y for row in e for y in row], padding=True,
-                                truncation=True, max_length=128, return_tensors="pt")
-                enc = {k: v.view(len(c), n, -1) for k, v in enc.items()}
-                p = torch.softmax(theirs(**enc).logits, -1).numpy()
-                out += [{"choice": int(i), "ending": row[i], "probability": float(q[i])}
-                        for q, row, i in zip(p, e, p.argmax(-1))]
-        return out
+        return in_batches([contexts, endings], batch_size, step)
 
     return {"method": "choose", "examples": len(examples), "ours": lambda: ours.choose(contexts, endings),
             "theirs": run_theirs, "agree": lambda a, b: np.mean([x["choice"] == y["choice"] for x, y in zip(a, b)])}
@@ -149,21 +159,22 @@ def conll2003(data, folder, encoder, pre, batch_size, limit, entities=False):
     copy_head(*ours.get_layer("logits").get_weights(), theirs.classifier)
     tokenizer = AutoTokenizer.from_pretrained(folder)
 
-    def run_theirs():
+    def step(chunk):
+        enc = tokenizer(chunk, is_split_into_words=True, padding=True, truncation=True, max_length=128,
+                        return_tensors="pt")
+        best = theirs(**enc).logits.argmax(-1).numpy()
         out = []
-        with torch.no_grad():
-            for chunk in batches(words, batch_size):
-                enc = tokenizer(chunk, is_split_into_words=True, padding=True, truncation=True, max_length=128,
-                                return_tensors="pt")
-                best = theirs(**enc).logits.argmax(-1).numpy()
-                for row, sentence in enumerate(chunk):
-                    tags, seen = ["O"] * len(sentence), set()
-                    for position, word in enumerate(enc.word_ids(row)):
-                        if word is not None and word not in seen:
-                            seen.add(word)
-                            tags[word] = labels[best[row, position]]
-                    out.append(tags)
+        for row, sentence in enumerate(chunk):
+            tags, seen = ["O"] * len(sentence), set()
+            for position, word in enumerate(enc.word_ids(row)):
+                if word is not None and word not in seen:
+                    seen.add(word)
+                    tags[word] = labels[best[row, position]]
+            out.append(tags)
         return out
+
+    def run_theirs():
+        return in_batches([words], batch_size, step)
 
     agree = lambda a, b: np.mean([x == y for r, s in zip(a, b) for x, y in zip(r, s)])  # noqa: E731
     if entities:
@@ -189,34 +200,33 @@ def squad(data, folder, encoder, pre, batch_size, limit):
     copy_head(*ours.get_layer("span_logits").get_weights(), theirs.qa_outputs)
     tokenizer = AutoTokenizer.from_pretrained(folder)
 
-    def run_theirs():
+    def step(q, c):
         """run_qa.py: prepare_validation_features, the forward in batches, postprocess_qa_predictions."""
-        out = []
-        with torch.no_grad():
-            for q, c in zip(batches(questions, batch_size), batches(contexts, batch_size)):
-                enc = tokenizer([x.lstrip() for x in q], c, truncation="only_second", max_length=384, stride=128,
-                                return_overflowing_tokens=True, return_offsets_mapping=True, padding=True)
-                example_of = enc.pop("overflow_to_sample_mapping")
-                offsets = enc.pop("offset_mapping")
-                starts, ends = [], []
-                for window in batches(list(range(len(example_of))), batch_size):
-                    logits = theirs(**{k: torch.tensor([enc[k][w] for w in window]) for k in
-                                       ("input_ids", "token_type_ids", "attention_mask")})
-                    starts += list(logits.start_logits.numpy())
-                    ends += list(logits.end_logits.numpy())
-                best = [(-np.inf, "")] * len(q)
-                for w, example in enumerate(example_of):
-                    sequence_ids = enc.sequence_ids(w)
-                    offset = [o if sequence_ids[k] == 1 else None for k, o in enumerate(offsets[w])]
-                    for s in np.argsort(starts[w])[-1:-21:-1]:
-                        for e in np.argsort(ends[w])[-1:-21:-1]:
-                            if offset[s] is None or offset[e] is None or e < s or e - s + 1 > 30:
-                                continue
-                            score = starts[w][s] + ends[w][e]
-                            if score > best[example][0]:
-                                best[example] = (score, c[example][offset[s][0]:offset[e][1]])
-                out += [{"text": text} for _, text in best]
-        return out
+        enc = tokenizer([x.lstrip() for x in q], c, truncation="only_second", max_length=384, stride=128,
+                        return_overflowing_tokens=True, return_offsets_mapping=True, padding=True)
+        example_of = enc.pop("overflow_to_sample_mapping")
+        offsets = enc.pop("offset_mapping")
+        starts, ends = [], []
+        for window in batches(list(range(len(example_of))), batch_size):
+            logits = theirs(**{k: torch.tensor([enc[k][w] for w in window]) for k in
+                               ("input_ids", "token_type_ids", "attention_mask")})
+            starts += list(logits.start_logits.numpy())
+            ends += list(logits.end_logits.numpy())
+        best = [(-np.inf, "")] * len(q)
+        for w, example in enumerate(example_of):
+            sequence_ids = enc.sequence_ids(w)
+            offset = [o if sequence_ids[k] == 1 else None for k, o in enumerate(offsets[w])]
+            for s in np.argsort(starts[w])[-1:-21:-1]:
+                for e in np.argsort(ends[w])[-1:-21:-1]:
+                    if offset[s] is None or offset[e] is None or e < s or e - s + 1 > 30:
+                        continue
+                    score = starts[w][s] + ends[w][e]
+                    if score > best[example][0]:
+                        best[example] = (score, c[example][offset[s][0]:offset[e][1]])
+        return [{"text": text} for _, text in best]
+
+    def run_theirs():
+        return in_batches([questions, contexts], batch_size, step)
 
     return {"method": "answer", "examples": len(examples), "ours": lambda: ours.answer(questions, contexts),
             "theirs": run_theirs, "agree": lambda a, b: np.mean([x["text"] == y["text"] for x, y in zip(a, b)])}

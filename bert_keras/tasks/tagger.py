@@ -14,8 +14,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_keras.data.conll import CONLL2003_LABELS
-from bert_keras.preprocessing.offsets import char_offsets
-from bert_keras.preprocessing.ragged_rows import row_ids
+from bert_keras.preprocessing.ragged_rows import row_ids, upper_bound
 from bert_keras.tasks.base import TaskModel, dense_head, id_inputs
 
 IGNORE = -1
@@ -189,15 +188,37 @@ class BertTagger(TaskModel):
         pre = self.require_preprocessor()
         ids, starts, ends = pre.tokenize_with_offsets(text)
         x = pre.pack([ids])
-        budget = tf.shape(x["input_word_ids"])[1] - 2
-        ids, starts, ends = ids[:, :budget], starts[:, :budget], ends[:, :budget]
-        best = tf.argmax(self.inference(x), axis=-1)[:, 1:]                         # drop [CLS]
-        labels = tf.gather(tf.constant(self.label_names), tf.RaggedTensor.from_tensor(best, ids.row_lengths()))
-        dense = ids.to_tensor(0)
-        mask = tf.sequence_mask(ids.row_lengths(), tf.shape(dense)[1])
-        out = {"tokens": tf.where(mask, tf.gather(tf.constant(pre.vocab), dense), ""),
-               "labels": labels.to_tensor(""), "start": char_offsets(text, starts.to_tensor(-1)),
-               "end": char_offsets(text, ends.to_tensor(-1)), "token_mask": tf.cast(mask, tf.int32)}
+        # Flat tensors and raw ops (as tag_inputs): ragged slicing, from_tensor/to_tensor and boolean_mask added
+        # ~550 nodes of shape checks to a graph traced and optimised at every first call.
+        budget = tf.shape(x["input_word_ids"], out_type=tf.int64)[1] - 2
+        splits = ids.row_splits
+        num_pieces = tf.size(ids.flat_values, out_type=tf.int64)
+        row = row_ids(splits, num_pieces)                                                   # [P]
+        position = tf.range(num_pieces) - tf.gather(splits, row)
+        kept_at = tf.where(position < budget)[:, 0]                                         # [K] pieces kept
+        row, position = tf.gather(row, kept_at), tf.gather(position, kept_at)
+        kept = tf.minimum(splits[1:] - splits[:-1], budget)                                 # [B]
+        kept_splits = tf.concat([[0], tf.cumsum(kept)], 0)
+        width = tf.reduce_max(tf.concat([[0], kept], 0))                                    # T, at most budget
+
+        def dense(values, fill):                                          # [K] -> [B, T], `fill` after a row
+            return tf.raw_ops.RaggedTensorToTensor(
+                shape=tf.stack([tf.constant(-1, tf.int64), width]), values=values,
+                default_value=tf.constant(fill, values.dtype), row_partition_tensors=[kept_splits],
+                row_partition_types=["ROW_SPLITS"])
+
+        def chars(byte_offsets):                                          # [K] bytes -> characters
+            prefix = tf.strings.substr(tf.gather(text, row), tf.zeros_like(byte_offsets), byte_offsets)
+            return tf.cast(tf.strings.length(prefix, unit="UTF8_CHAR"), tf.int64)
+
+        best = tf.argmax(self.inference(x), axis=-1)                                        # [B, L]
+        labels = tf.gather(tf.constant(self.label_names), tf.gather_nd(best, tf.stack([row, position + 1], 1)))
+        ids, starts, ends = (tf.gather(v.flat_values, kept_at) for v in (ids, starts, ends))
+        out = {"tokens": dense(tf.gather(tf.constant(pre.vocab), ids), ""), "labels": dense(labels, ""),
+               "start": dense(chars(starts), -1), "end": dense(chars(ends), -1),
+               "token_mask": dense(tf.ones_like(ids), 0)}
+        ids, starts, ends, labels = (tf.RaggedTensor.from_row_splits(v, kept_splits, validate=False)
+                                     for v in (ids, starts, ends, labels))
         return {**out, **entity_spans(text, ids, starts, ends, labels, pre)}
 
     def entities(self, texts) -> list[list[tuple[int, int, str, str]]]:
@@ -225,28 +246,38 @@ def entity_spans(text, ids, starts, ends, labels, preprocessor) -> dict:
     continuing an X (after O or another type); it ends where the next word does not continue it. Returns
     entity_start, entity_end [B, E] (characters, -1 pad), entity_type, entity_text [B, E] ("" pad), in order."""
     words = preprocessor.words(ids)                                            # [B, (words), (pieces)]
-    first, last = words.values.row_starts(), words.values.row_limits() - 1    # [words] flat piece indices
+    word_rows, word_splits = words.row_splits, words.values.row_splits         # [B + 1], [W + 1] (flat tensors)
+    first, last = word_splits[:-1], word_splits[1:] - 1                        # [W] flat piece indices
+    num_words = tf.size(first, out_type=tf.int64)
     w_begin = tf.gather(starts.flat_values, first)                             # bytes
     w_end = tf.gather(ends.flat_values, last)
-    w_row = words.value_rowids()
+    w_row = row_ids(word_rows, num_words)
     w_label = tf.gather(labels.flat_values, first)
-    w_first = tf.equal(tf.ragged.range(words.row_lengths()).flat_values, 0)   # a row's first word
+    w_first = tf.equal(tf.range(num_words), tf.gather(word_rows, w_row))      # a row's first word
     tagged = tf.strings.regex_full_match(w_label, "[BI]-.+")
     w_type = tf.where(tagged, tf.strings.regex_replace(w_label, "^[BI]-", ""), "")
     previous = tf.where(w_first, "", tf.concat([[""], w_type[:-1]], 0))
     begin = tagged & (tf.strings.regex_full_match(w_label, "B-.+") | tf.not_equal(previous, w_type))
     # Every tagged word is in an entity: the first of a row, or one after O or another type, begins one.
-    entity = tf.boolean_mask(tf.cumsum(tf.cast(begin, tf.int32)) - 1, tagged)
-    count = tf.reduce_sum(tf.cast(begin, tf.int32))
-    e_start = tf.math.unsorted_segment_min(tf.boolean_mask(w_begin, tagged), entity, count)
-    e_end = tf.math.unsorted_segment_max(tf.boolean_mask(w_end, tagged), entity, count)
-    e_row = tf.boolean_mask(w_row, begin)
-    rows = tf.shape(text, out_type=tf.int64)[0]
+    tagged_at, begin_at = tf.where(tagged)[:, 0], tf.where(begin)[:, 0]    # (boolean_mask: ~20 nodes each)
+    entity = tf.gather(tf.cumsum(tf.cast(begin, tf.int32)) - 1, tagged_at)
+    count = tf.size(begin_at)
+    e_start = tf.math.unsorted_segment_min(tf.gather(w_begin, tagged_at), entity, count)
+    e_end = tf.math.unsorted_segment_max(tf.gather(w_end, tagged_at), entity, count)
+    e_row = tf.gather(w_row, begin_at)                                         # ascending
+    e_splits = tf.concat([[0], upper_bound(e_row, tf.range(tf.shape(text, out_type=tf.int64)[0]))], 0)
 
-    def per_row(values, fill):
-        return tf.RaggedTensor.from_value_rowids(values, e_row, nrows=rows).to_tensor(fill)
+    def per_row(values, fill):                                                 # [E total] -> [B, E], padded
+        return tf.raw_ops.RaggedTensorToTensor(
+            shape=tf.constant([-1, -1], tf.int64), values=values, default_value=tf.constant(fill, values.dtype),
+            row_partition_tensors=[e_splits], row_partition_types=["ROW_SPLITS"])
 
-    e_text = tf.strings.substr(tf.gather(text, e_row), e_start, e_end - e_start)
-    return {"entity_start": char_offsets(text, per_row(e_start, tf.constant(-1, tf.int64))),
-            "entity_end": char_offsets(text, per_row(e_end, tf.constant(-1, tf.int64))),
-            "entity_type": per_row(tf.boolean_mask(w_type, begin), ""), "entity_text": per_row(e_text, "")}
+    e_texts = tf.gather(text, e_row)
+
+    def chars(byte_offsets):                                                   # byte -> character offsets
+        return tf.cast(tf.strings.length(tf.strings.substr(e_texts, tf.zeros_like(byte_offsets), byte_offsets),
+                                         unit="UTF8_CHAR"), tf.int64)
+
+    e_text = tf.strings.substr(e_texts, e_start, e_end - e_start)
+    return {"entity_start": per_row(chars(e_start), -1), "entity_end": per_row(chars(e_end), -1),
+            "entity_type": per_row(tf.gather(w_type, begin_at), ""), "entity_text": per_row(e_text, "")}
