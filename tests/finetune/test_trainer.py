@@ -12,32 +12,12 @@ from bert_keras.finetune.trainer import steps_per_epoch
 from bert_keras.loading import load_backbone
 from bert_keras_cli.main import main
 
-WORDS = ("river stone light music garden winter paper window market silver forest engine letter "
-         "harbor candle bridge orange valley storm pencil").split()
-
-
-def sentences(path, n=37):
-    rng = np.random.default_rng(0)
-    lines = [" ".join(rng.choice(WORDS, size=3 + i % 5)) + f" {i}\t{i % 2}" for i in range(n)]
-    path.write_text("sentence\tlabel\n" + "\n".join(lines) + "\n")
-    return path
-
-
-def squad(path, questions=14):
-    rng = np.random.default_rng(1)
-    paragraphs = []
-    for i in range(questions):
-        context = " ".join(rng.choice(WORDS, size=30 + 25 * (i % 4))) + f" the answer is number{i} ."
-        start = context.index(f"number{i}")
-        paragraphs.append({"context": context, "qas": [{"id": f"q{i}", "question": f"what is {WORDS[i]} ?",
-                                                        "answers": [{"text": f"number{i}", "answer_start": start}]}]})
-    path.write_text(json.dumps({"version": "1.1", "data": [{"title": "t", "paragraphs": paragraphs}]}))
-    return path
+from synthetic_data import squad_file, sst2_file
 
 
 @pytest.mark.parametrize("drop", [False, True])
-@pytest.mark.parametrize("task_name,write,task_args", [("sst-2", sentences, {}),
-                                                      ("squad", squad, {"doc_stride": 16})])
+@pytest.mark.parametrize("task_name,write,task_args", [("sst-2", sst2_file, {}),
+                                                      ("squad", squad_file, {"doc_stride": 16})])
 def test_steps_counted_once_are_the_pipelines_batches(minilm_vocab, tmp_path, task_name, write, task_args, drop):
     task = get_task(task_name, **task_args)
     train = task.read(str(write(tmp_path / "train")))
@@ -55,7 +35,7 @@ def test_steps_counted_once_are_the_pipelines_batches(minilm_vocab, tmp_path, ta
 def test_static_shapes_drop_the_partial_batch_and_say_so(minilm_vocab, tmp_path, capsys):
     out = tmp_path / "run"
     code = main(["finetune", "--quiet", "--task", "sst-2", "--model", "bert_tiny", "--vocab", minilm_vocab,
-                 "--train", str(sentences(tmp_path / "train.tsv")), "--out", str(out), "--epochs", "1",
+                 "--train", str(sst2_file(tmp_path / "train.tsv")), "--out", str(out), "--epochs", "1",
                  "--batch-size", "8", "--seq-length", "32", "--max-seq-length", "32", "--jit-compile"])
     captured = capsys.readouterr().out
     assert code == 0
@@ -78,7 +58,7 @@ def scalars(folder) -> dict:
 
 
 def test_tensorboard_and_the_record_repeat_the_run(minilm_vocab, tmp_path, capsys):
-    train = str(sentences(tmp_path / "train.tsv", n=40))
+    train = str(sst2_file(tmp_path / "train.tsv", n=40))
     out = tmp_path / "run"
     code = main(["finetune", "--quiet", "--task", "sst-2", "--model", "bert_tiny", "--vocab", minilm_vocab,
                  "--train", train, "--eval", train, "--out", str(out), "--epochs", "2", "--batch-size", "8",

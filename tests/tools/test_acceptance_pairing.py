@@ -4,7 +4,6 @@ finetune's real input pipeline (trainer.training_input) yields, through the mode
 examples named, and that a pipeline that does not match makes it raise instead of pairing the wrong items."""
 
 import dataclasses
-import json
 import os
 import sys
 
@@ -19,8 +18,7 @@ from bert_keras.finetune.registry import get_task
 
 import acceptance_finetune  # noqa: E402
 
-WORDS = ("river stone light music garden winter paper window market silver forest engine letter "
-         "harbor candle bridge orange valley storm pencil").split()
+from synthetic_data import WORDS, sst2_file, squad_file  # noqa: E402
 
 
 def setup(task_name, path, minilm_vocab, tmp_path, **task_args):
@@ -43,9 +41,7 @@ def unpadded(ids, mask):
 
 
 def test_sentence_order_is_finetunes(minilm_vocab, tmp_path):
-    rng = np.random.default_rng(0)
-    lines = [" ".join(rng.choice(WORDS, size=3 + i % 5)) + f" {i}\t{i % 2}" for i in range(37)]
-    (tmp_path / "train.tsv").write_text("sentence\tlabel\n" + "\n".join(lines) + "\n")
+    sst2_file(tmp_path / "train.tsv")
     config, task, train, model = setup("sst-2", tmp_path / "train.tsv", minilm_vocab, tmp_path)
     steps = 2 * 5                                    # 37 sentences: 4 batches of 8 and one of 5 per epoch
     order, lengths = acceptance_finetune.training_order(task, train, model, config, steps)
@@ -60,17 +56,6 @@ def test_sentence_order_is_finetunes(minilm_vocab, tmp_path):
         assert unpadded(x["input_word_ids"], x["input_mask"]) == unpadded(expected["input_word_ids"],
                                                                           expected["input_mask"])
         assert np.asarray(y).tolist() == [train[i].label for i in items]
-
-
-def squad_file(path, questions=14):
-    rng = np.random.default_rng(1)
-    paragraphs = []
-    for i in range(questions):
-        context = " ".join(rng.choice(WORDS, size=30 + 25 * (i % 4))) + f" the answer is number{i} ."
-        start = context.index(f"number{i}")
-        paragraphs.append({"context": context, "qas": [{"id": f"q{i}", "question": f"what is {WORDS[i]} ?",
-                                                        "answers": [{"text": f"number{i}", "answer_start": start}]}]})
-    path.write_text(json.dumps({"version": "1.1", "data": [{"title": "t", "paragraphs": paragraphs}]}))
 
 
 def test_window_order_is_finetunes(minilm_vocab, tmp_path):
