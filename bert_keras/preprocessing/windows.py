@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from bert_keras.preprocessing.ragged_rows import row_ids
+from bert_keras.preprocessing.ragged_rows import position_in_row, row_ids, splits_from_lengths
 
 
 def squad_windows(preprocessor, questions, contexts, *, doc_stride: int = 128, max_query_length: int = 64,
@@ -47,20 +47,20 @@ def squad_windows(preprocessor, questions, contexts, *, doc_stride: int = 128, m
     extra = tf.maximum(c_len - room, 0)
     num_windows = 1 + (extra + stride - 1) // stride                                    # [B]
     example = tf.repeat(tf.range(tf.size(c_len, out_type=tf.int64)), num_windows)        # [W]
-    k = _position_in_row(_splits(num_windows))                                          # window number in its example
+    k = position_in_row(splits_from_lengths(num_windows))                      # window number in its example
     w_start = k * tf.gather(stride, example)                                            # [W] first context token
     w_len = tf.minimum(tf.gather(c_len, example) - w_start, tf.gather(room, example))   # [W]
 
     # Every window token, flat [T]: its window, its place in the window, its index in ids.flat_values.
-    window_splits = _splits(w_len)
+    window_splits = splits_from_lengths(w_len)
     token_window = row_ids(window_splits, window_splits[-1])
-    in_window = _position_in_row(window_splits)
+    in_window = position_in_row(window_splits)
     where = tf.gather(tf.gather(ids.row_splits, example) + w_start, token_window) + in_window
     window_ids = tf.RaggedTensor.from_row_splits(tf.gather(ids.flat_values, where), window_splits, validate=False)
     # The question of each window, flat: its first q_len tokens.
-    qw_splits = _splits(tf.gather(q_len, example))
+    qw_splits = splits_from_lengths(tf.gather(q_len, example))
     q_window = row_ids(qw_splits, qw_splits[-1])
-    q_source = tf.gather(tf.gather(questions_all.row_splits, example), q_window) + _position_in_row(qw_splits)
+    q_source = tf.gather(tf.gather(questions_all.row_splits, example), q_window) + position_in_row(qw_splits)
     window_questions = tf.RaggedTensor.from_row_splits(tf.gather(questions_all.flat_values, q_source), qw_splits,
                                                        validate=False)
     packed = preprocessor.pack([window_questions, window_ids])
@@ -109,13 +109,3 @@ def squad_windows(preprocessor, questions, contexts, *, doc_stride: int = 128, m
         out["end_positions"] = tf.where(inside, last, 0)
     return out
 
-
-def _splits(lengths):
-    """Row lengths [R] -> row splits [R + 1] (int64)."""
-    return tf.concat([tf.zeros([1], tf.int64), tf.cumsum(tf.cast(lengths, tf.int64))], 0)
-
-
-def _position_in_row(splits):
-    """Row splits [R + 1] -> each value's position in its row [V] (int64)."""
-    num_values = splits[-1]
-    return tf.range(num_values) - tf.gather(splits, row_ids(splits, num_values))

@@ -14,7 +14,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_keras.data.conll import CONLL2003_LABELS
-from bert_keras.preprocessing.ragged_rows import row_ids, upper_bound
+from bert_keras.preprocessing.ragged_rows import position_in_row, row_ids, splits_from_lengths, upper_bound
 from bert_keras.tasks.base import TaskModel, dense_head, id_inputs
 
 IGNORE = -1
@@ -37,7 +37,7 @@ def tag_inputs(preprocessor, words, word_labels=None):
     num_words = word_splits[-1]
     piece_word = row_ids(piece_splits_by_word, num_pieces)                # [P] the word of each piece
     is_first = tf.equal(tf.range(num_pieces), tf.gather(piece_splits_by_word, piece_word))
-    word_index = tf.range(num_words) - tf.gather(word_splits, row_ids(word_splits, num_words))   # [W]
+    word_index = position_in_row(word_splits)                             # [W]
     labels = (tf.zeros([num_words], tf.int32) if word_labels is None else
               tf.reshape(tf.cast(word_labels.flat_values if isinstance(word_labels, tf.RaggedTensor)
                                  else word_labels, tf.int32), [-1]))
@@ -47,10 +47,10 @@ def tag_inputs(preprocessor, words, word_labels=None):
 
     # Each sentence keeps its first `budget` pieces (room for [CLS] and [SEP]).
     splits = tf.gather(piece_splits_by_word, word_splits)                 # [B + 1] pieces per sentence
-    position = tf.range(num_pieces) - tf.gather(splits, row_ids(splits, num_pieces))
+    position = position_in_row(splits, num_pieces)
     budget = (preprocessor.seq_length or preprocessor.max_seq_length) - 2
     keep = position < budget
-    kept_splits = tf.concat([[0], tf.cumsum(tf.minimum(splits[1:] - splits[:-1], budget))], 0)
+    kept_splits = splits_from_lengths(tf.minimum(splits[1:] - splits[:-1], budget))
     ragged = lambda values: tf.RaggedTensor.from_row_splits(tf.boolean_mask(values, keep), kept_splits,  # noqa: E731
                                                             validate=False)
     x = preprocessor.pack([ragged(pieces)])
