@@ -10,6 +10,9 @@ residual stream, LayerNorm and softmax stay in float32; only the matmuls run in 
 
 from __future__ import annotations
 
+import contextlib
+import threading
+
 import keras
 import tensorflow as tf
 from keras import ops
@@ -221,20 +224,61 @@ class TransformerBlock(keras.layers.Layer):
 
 
 _SAME_WIDTH_INT = {tf.float32: tf.int32, tf.bfloat16: tf.int16, tf.float16: tf.int16}
+_PER_FLOAT64 = {tf.float32: 2, tf.bfloat16: 4, tf.float16: 4}       # elements that make one float64's 8 bytes
+_integer_swaps = threading.local()
+
+
+@contextlib.contextmanager
+def integer_head_swaps():
+    """Within this block `swap_heads` moves its bits as integers, not as float64 (for runtimes without a float64
+    transpose: LiteRT's TRANSPOSE has none). TPUs get the integer view on their own (no float64 there).
+
+    Example:
+        >>> with integer_head_swaps():          # doctest: +SKIP
+        ...     function = tf.function(model.serve).get_concrete_function(spec)
+    """
+    previous = getattr(_integer_swaps, "on", False)
+    _integer_swaps.on = True
+    try:
+        yield
+    finally:
+        _integer_swaps.on = previous
+
+
+def _bit_view(dtype):
+    """The dtype (and elements per item) a head swap moves `dtype`'s bits as: float64 on TensorFlow's CPU runtime,
+    the same-width integer under `integer_head_swaps()` or a TPUStrategy, None for other dtypes."""
+    strategy = tf.distribute.get_strategy()
+    if getattr(_integer_swaps, "on", False) or isinstance(strategy, (tf.distribute.TPUStrategy,
+                                                                     tf.distribute.experimental.TPUStrategy)):
+        return (_SAME_WIDTH_INT[dtype], 1) if dtype in _SAME_WIDTH_INT else None
+    return (tf.float64, _PER_FLOAT64[dtype]) if dtype in _PER_FLOAT64 else None
 
 
 @tf.custom_gradient
 def swap_heads(x):
-    """[B, S, N, D] <-> [B, N, S, D] (the permutation (0, 2, 1, 3) is its own inverse), moved as integers.
+    """[B, S, N, D] <-> [B, N, S, D] (the permutation (0, 2, 1, 3) is its own inverse), the bits moved as float64.
 
-    Why: with oneDNN on (TF's default on x86) a float Transpose becomes _MklTranspose, which sets up a reorder per
-    call and dominates small requests; TF's own int transpose of the same bits does not (Bitcast is a free view;
-    docs/performance.md). The gradient is the same swap of the upstream gradient (Bitcast alone has none).
+    Why: with oneDNN on (bert_keras turns it on; TF's default on AVX-512 x86) a float32/bfloat16 Transpose becomes
+    _MklTranspose, which sets up a reorder per call and dominates small requests; TF's own transpose of the same
+    bits viewed as another dtype does not (Bitcast is a free view; docs/performance.md). The view is float64,
+    D/2 float32 pairs (D/4 bfloat16 quads) per row: oneDNN leaves float64 alone, where an integer transpose makes
+    TF log "oneDNN supports DT_INT32 only on platforms with AVX-512" on CPUs without AVX-512. Only moves touch
+    the bits (no arithmetic), so any bit pattern comes out unchanged. D not divisible by the pair (quad) size:
+    the same-width integer view. The gradient is the same swap of the upstream gradient (Bitcast alone has none).
     """
     def swap(t):
-        if t.dtype not in _SAME_WIDTH_INT:
+        view = _bit_view(t.dtype)
+        if view is None:
             return tf.transpose(t, (0, 2, 1, 3))
-        return tf.bitcast(tf.transpose(tf.bitcast(t, _SAME_WIDTH_INT[t.dtype]), (0, 2, 1, 3)), t.dtype)
+        dtype, per_item = view
+        if per_item > 1 and (t.shape[-1] is None or t.shape[-1] % per_item):
+            dtype, per_item = _SAME_WIDTH_INT[t.dtype], 1
+        if per_item == 1:
+            return tf.bitcast(tf.transpose(tf.bitcast(t, dtype), (0, 2, 1, 3)), t.dtype)
+        b, s, n, d = tf.unstack(tf.shape(t))
+        items = tf.bitcast(tf.reshape(t, [b, s, n, t.shape[-1] // per_item, per_item]), dtype)   # [B, S, N, D/k]
+        return tf.reshape(tf.bitcast(tf.transpose(items, (0, 2, 1, 3)), t.dtype), [b, n, s, t.shape[-1]])
     return swap(x), swap
 
 

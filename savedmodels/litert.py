@@ -31,6 +31,7 @@ import os
 import tensorflow as tf
 
 from bert_keras.atomic import atomic_file
+from bert_keras.layers import integer_head_swaps
 from savedmodels.litert_text import TFTEXT_OPS, LiteRTPreprocessor
 
 PRECISIONS = ("fp32", "fp16", "int8")
@@ -134,7 +135,8 @@ def convert(model, precision: str = "fp32") -> bytes:
     serve, specs, meta = signature(model)
     previous = _swap_preprocessor(model, LiteRTPreprocessor(inner))
     try:
-        function = tf.function(serve, input_signature=specs, autograph=False).get_concrete_function()
+        with integer_head_swaps():                  # LiteRT's TRANSPOSE has no float64 kernel
+            function = tf.function(serve, input_signature=specs, autograph=False).get_concrete_function()
     finally:
         _swap_preprocessor(model, previous)
     converter = tf.lite.TFLiteConverter.from_concrete_functions([_frozen(function, specs)], tf.Module())

@@ -122,19 +122,44 @@ def test_padding_is_skipped_and_left_zero():
     np.testing.assert_array_equal(out[x["input_mask"] == 0], 0.0)
 
 
+@pytest.mark.parametrize("integer", [False, True], ids=["float64_view", "integer_view"])
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-def test_swap_heads_is_the_head_transpose_in_values_and_gradients(dtype):
-    """The attention's head transpose goes through an integer view (oneDNN's float transpose is slow on small
-    tensors): same bits out, and the gradient is tf.transpose's."""
-    from bert_keras.layers import swap_heads
-    x = tf.cast(tf.random.stateless_normal([2, 5, 3, 4], seed=[1, 2]), dtype)
-    w = tf.cast(tf.reshape(tf.range(120, dtype=tf.float32), [2, 3, 5, 4]), dtype)
-    grads = []
-    for swap in (swap_heads, lambda t: tf.transpose(t, (0, 2, 1, 3))):
-        with tf.GradientTape() as tape:
-            tape.watch(x)
-            y = swap(x)
-            loss = tf.reduce_sum(tf.cast(y * w, tf.float32))
-        grads.append((y.numpy(), tape.gradient(loss, x).numpy()))
-    np.testing.assert_array_equal(grads[0][0], grads[1][0])
-    np.testing.assert_array_equal(grads[0][1], grads[1][1])
+def test_swap_heads_is_the_head_transpose_in_values_and_gradients(dtype, integer):
+    """The attention's head transpose moves its bits through another dtype's view (oneDNN's float transpose is slow
+    on small tensors): same bits out, and the gradient is tf.transpose's. Inside a tf.function, where TensorFlow's
+    kernels run with denormals flushed: the pairs below make zero, denormal and NaN float64 items, whose bits must
+    survive the move."""
+    from bert_keras.layers import integer_head_swaps, swap_heads
+    x = tf.random.stateless_normal([2, 5, 3, 8], seed=[1, 2]).numpy()
+    x[0, 0, 0, :8] = [0.5, 0.0, -1.5, -0.0, 3.0, 1e-40, np.nan, 2.0]     # float32 pairs -> special float64s
+    x[1, 4, 2, :4] = [np.inf, -np.inf, 0.0, 0.0]
+    x = tf.cast(x, dtype)
+    w = tf.cast(tf.reshape(tf.range(240, dtype=tf.float32), [2, 3, 5, 8]), dtype)
+
+    def gradient_of(swap):
+        @tf.function
+        def run(x):
+            with tf.GradientTape() as tape:
+                tape.watch(x)
+                y = swap(x)
+                loss = tf.reduce_sum(tf.where(tf.math.is_finite(y), tf.cast(y * w, tf.float32), 0.0))
+            return y, tape.gradient(loss, x)
+        if not integer:
+            return run(x)
+        with integer_head_swaps():
+            return run(x)
+    ours, reference = gradient_of(swap_heads), gradient_of(lambda t: tf.transpose(t, (0, 2, 1, 3)))
+    bits = tf.int32 if dtype == "float32" else tf.int16
+    np.testing.assert_array_equal(tf.bitcast(ours[0], bits).numpy(), tf.bitcast(reference[0], bits).numpy())
+    np.testing.assert_array_equal(ours[1].numpy(), reference[1].numpy())
+
+
+def test_the_encoder_graph_has_no_integer_transpose():
+    """oneDNN (on in bert_keras) logs "oneDNN supports DT_INT32 only on platforms with AVX-512" for a Transpose of
+    any non-float dtype on CPUs without AVX-512 (probed on TF 2.20: int8-64, uint8-32; float64 is left alone), so
+    the encoder's head swaps must not be integer transposes on TensorFlow's CPU runtime."""
+    encoder = BertEncoder(preset_config("bert_tiny"))
+    spec = {k: tf.TensorSpec([None, None], tf.int32) for k in ("input_word_ids", "input_mask", "input_type_ids")}
+    graph = tf.function(lambda x: encoder(x, training=True)).get_concrete_function(spec).graph
+    transposes = [(op.name, op.get_attr("T")) for op in graph.get_operations() if op.type == "Transpose"]
+    assert transposes and all(dtype.is_floating for _, dtype in transposes), transposes
