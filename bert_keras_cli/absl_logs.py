@@ -1,4 +1,5 @@
-"""TensorFlow's Abseil INFO lines off, for the demo's own process (never set by the library).
+"""TensorFlow's log lines off for the demo's own process (never set by the library): its C++ lines by
+TF_CPP_MIN_LOG_LEVEL (quiet_tensorflow_cpp_logs), its Abseil INFO lines through Abseil (quiet_absl_info_logs).
 
 TensorFlow 2.20 logs through two systems. Its own (tsl) lines obey TF_CPP_MIN_LOG_LEVEL, which bert_keras
 defaults to 1. Parts built on Abseil's logging (absl/log) do not: the first TF1 `Session.run` of a process (the
@@ -27,6 +28,22 @@ import os
 import re
 
 WARNING = 1             # absl::LogSeverityAtLeast::kWarning
+CPP_LOG_LEVEL = "TF_CPP_MIN_LOG_LEVEL"
+
+
+def quiet_tensorflow_cpp_logs() -> None:
+    """TensorFlow's own C++ log lines off for the demo's process (as `make demo` runs it), unless the user set
+    TF_CPP_MIN_LOG_LEVEL. Must run before TensorFlow loads.
+
+    Why: on every machine without a CUDA driver the `tensorflow` wheel (CUDA-enabled since 2.15) logs
+    "E ... failed call to cuInit: ... UNKNOWN ERROR (303)" at its first op (tensorflow/tensorflow#37689); no
+    switch but this level removes it. The demo's own failures still raise Python errors with their messages.
+    `TF_CPP_MIN_LOG_LEVEL=0 bert-keras demo` shows every line.
+
+    Example:
+        >>> quiet_tensorflow_cpp_logs()   # doctest: +SKIP
+    """
+    os.environ.setdefault(CPP_LOG_LEVEL, "3")
 _SYMBOL = re.compile(rb"_ZN4absl12lts_\d+14SetMinLogLevelENS0_18LogSeverityAtLeastE")
 
 

@@ -56,6 +56,8 @@ def _minilm_folder() -> str:
 
 
 def cmd_demo(args) -> None:
+    from bert_keras_cli.absl_logs import quiet_tensorflow_cpp_logs
+    quiet_tensorflow_cpp_logs()                       # before anything loads TensorFlow
     from bert_keras_cli.demo import run_demo
     _minilm_folder()
     try:
