@@ -4,14 +4,16 @@ into a new virtual environment, from a folder outside the source tree. `tensorfl
 wheel and the `tpu` extra `tensorflow-tpu`; both write tensorflow/. The files on disk are compared here with the
 RECORD pip wrote for each wheel (read with csv and hashlib, not with the code under test). Then the CPU wheel goes
 back over it, as a later install can do, and the TPU path must stop with the fix; the fix must then work.
-The check runs as a file, as the notebook runs it: importing the TPU build here aborts (PyPI's libtpu 0.0.52 lacks
-TensorFlow's TPU symbols: "ConfigureDistributedTpuOp_DoWork not available in this library"), so
-`python -m bert_keras.training.tpu_install`, which imports bert_keras and so TensorFlow, cannot be used for it.
+The libtpu the `tpu` extra pins must hold every function the TPU build looks up at import (PyPI's newest does not:
+"ConfigureDistributedTpuOp_DoWork not available in this library", then abort). The check runs as a file, as the
+notebook runs it: with no TPU here, importing the TPU build waits on the cloud metadata server, so
+`python -m bert_keras.training.tpu_install`, which imports bert_keras and so TensorFlow, is not used for it.
 Slow: the TF stack, tensorflow-tpu (263 MB) and libtpu (137 MB) come from PyPI or pip's cache."""
 
 import base64
 import csv
 import hashlib
+import mmap
 import runpy
 
 import pytest
@@ -38,6 +40,24 @@ def sha256(path):
     return "sha256=" + base64.urlsafe_b64encode(digest.digest()).decode().rstrip("=")
 
 
+def tpu_lookups(library):
+    """The functions TensorFlow's TPU build looks up in libtpu at import: each has its own "<name> not available in
+    this library." message in the TPU build's library (it aborts with it when the lookup fails)."""
+    suffix, names = b" not available in this library.", set()
+    with open(library, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        at = data.find(suffix)
+        while at >= 0:
+            names.add(bytes(data[data.rfind(b"\0", 0, at) + 1:at]))
+            at = data.find(suffix, at + 1)
+    return names
+
+
+def missing_from(library, names):
+    """The names with no NUL-terminated string of their own in `library`."""
+    with open(library, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        return sorted(name.decode() for name in names if data.find(name + b"\0") < 0)
+
+
 def not_on_disk(site, files):
     """The files of a RECORD whose bytes on disk are not the recorded ones."""
     return sorted(path for path, (hash_, size) in files.items() if not (site / path).is_file()
@@ -59,6 +79,11 @@ def test_the_notebook_install_leaves_tpu_tensorflow_and_the_check_catches_the_cp
     # Both wheels are installed, and their libraries differ (so the comparison above can fail).
     lib = "tensorflow/libtensorflow_cc.so.2"
     assert tpu[lib] != cpu[lib]
+    # The libtpu the extra brings has every function the TPU build looks up at import (PyPI's newest lacks 142 of
+    # 212, and `import tensorflow` then aborts).
+    lookups = tpu_lookups(site / lib)
+    assert len(lookups) > 100 and b"ConfigureDistributedTpuOp_DoWork" in lookups
+    assert missing_from(site / "libtpu" / "libtpu.so", lookups) == []
 
     # 2. A later install puts the CPU build's files back.
     run(python, "-m", "pip", "install", "-q", "--force-reinstall", "--no-deps", "tensorflow==2.20.0")

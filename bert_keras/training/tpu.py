@@ -28,7 +28,7 @@ import tensorflow as tf
 
 from bert_keras.training import tpu_install
 
-INSTALL = f"pip install tensorflow-tpu=={tf.__version__}"
+INSTALL = tpu_install.install_command(tf.__version__)
 
 
 def connect_tpu(resolver) -> tf.distribute.TPUStrategy:

@@ -30,6 +30,21 @@ TPU_WHEEL = "tensorflow-tpu"
 # The other wheels that write tensorflow/ (to name what is on disk instead of the TPU build).
 OTHER_WHEELS = ("tensorflow", "tensorflow-cpu", "tensorflow-intel", "tf-nightly", "tf-nightly-cpu")
 KEY_FILES = ("tensorflow/libtensorflow_framework.so.2", "tensorflow/libtensorflow_cc.so.2")
+# A libtpu each TPU build can load. tensorflow-tpu 2.20.0 asks for libtpu~=0.0.14, but PyPI's 0.0.32 and later lack
+# functions it looks up at import ("X not available in this library", then abort); 0.0.14-0.0.31 have all 212
+# (docs/tpu.md). The `tpu` extra pins the same version.
+LIBTPU = {"2.20.0": "0.0.21"}
+
+
+def install_command(version: str) -> str:
+    """The pip command that installs TensorFlow's TPU build `version` with a libtpu it can load.
+
+    Example:
+        >>> install_command("2.20.0")
+        'pip install tensorflow-tpu==2.20.0 libtpu==0.0.21'
+    """
+    libtpu = f" libtpu=={LIBTPU[version]}" if version in LIBTPU else ""
+    return f"pip install {TPU_WHEEL}=={version}{libtpu}"
 
 
 def record_hash(path: str) -> str:
