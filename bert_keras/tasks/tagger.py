@@ -198,7 +198,7 @@ class BertTagger(TaskModel):
         kept_at = tf.where(position < budget)[:, 0]                                         # [K] pieces kept
         row, position = tf.gather(row, kept_at), tf.gather(position, kept_at)
         kept = tf.minimum(splits[1:] - splits[:-1], budget)                                 # [B]
-        kept_splits = tf.concat([[0], tf.cumsum(kept)], 0)
+        kept_splits = splits_from_lengths(kept)
         width = tf.reduce_max(tf.concat([[0], kept], 0))                                    # T, at most budget
 
         def dense(values, fill):                                          # [K] -> [B, T], `fill` after a row
