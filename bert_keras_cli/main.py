@@ -351,15 +351,15 @@ def add_model_flags(p, model_help: str) -> None:
                    help="keep case and accents (default: read from the vocabulary)")
 
 
-def add_training_flags(p, learning_rate: float) -> None:
-    """Flags shared by finetune and pretrain."""
+def add_training_flags(p, learning_rate: float, schedule: str) -> None:
+    """Flags shared by finetune and pretrain (their defaults: learning rate and schedule)."""
     p.add_argument("--out", required=True, help="output folder (resumes there if a run was interrupted)")
     p.add_argument("--batch-size", type=int, default=32, help="global batch size (default 32)")
     p.add_argument("--learning-rate", type=float, default=learning_rate,
                    help=f"peak learning rate (default {learning_rate:g})")
-    p.add_argument("--schedule", choices=["google", "linear"], default="google",
+    p.add_argument("--schedule", choices=["google", "linear"], default=schedule,
                    help="decay after warm-up: google (google-research/bert, peak * (1 - step/total)) or linear "
-                        "(transformers' get_linear_schedule_with_warmup, from the peak) (default google)")
+                        f"(transformers' get_linear_schedule_with_warmup, from the peak) (default {schedule})")
     p.add_argument("--weight-decay", type=float, default=0.01,
                    help="AdamW's decoupled weight decay, not on LayerNorm or biases (default 0.01)")
     p.add_argument("--adam-epsilon", type=float, default=1e-6, help="Adam's epsilon (default 1e-6)")
@@ -419,7 +419,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data", help="folder in the task's standard layout (e.g. GLUE's train.tsv/dev.tsv)")
     p.add_argument("--train", help="training file (overrides --data)")
     p.add_argument("--eval", help="evaluation file (overrides --data)")
-    add_training_flags(p, learning_rate=3e-5)
+    add_training_flags(p, learning_rate=3e-5, schedule="linear")         # docs/accuracy.md: schedules
     p.add_argument("--epochs", type=float, default=3, help="epochs (default 3; fractions allowed)")
     p.add_argument("--warmup-proportion", type=float, default=0.1, help="linear warmup share (default 0.1)")
     p.add_argument("--seq-length", type=int, help="fixed sequence length (TPUs); default: pad per batch")
@@ -460,7 +460,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_model_flags(p, "preset name (from scratch; needs --vocab), checkpoint folder or .keras file")
     p.add_argument("--records", help="pretraining TFRecords: comma-separated globs or folders")
     p.add_argument("--text", help="or: text files (comma-separated) for dynamic masking, MLM only")
-    add_training_flags(p, learning_rate=1e-4)
+    add_training_flags(p, learning_rate=1e-4, schedule="google")         # google-research's pretraining
     p.add_argument("--max-predictions-per-seq", type=int, default=20)
     p.add_argument("--no-nsp", action="store_true", help="masked LM only (records' NSP labels ignored)")
     p.add_argument("--train-steps", type=int, default=1000)

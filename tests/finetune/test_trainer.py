@@ -63,17 +63,17 @@ def test_tensorboard_and_the_record_repeat_the_run(minilm_vocab, tmp_path, capsy
     code = main(["finetune", "--quiet", "--task", "sst-2", "--model", "bert_tiny", "--vocab", minilm_vocab,
                  "--train", train, "--eval", train, "--out", str(out), "--epochs", "2", "--batch-size", "8",
                  "--learning-rate", "1e-3", "--max-seq-length", "32", "--log-every", "2", "--seed", "4",
-                 "--schedule", "linear", "--weight-decay", "0.02", "--adam-epsilon", "1e-8"])
+                 "--schedule", "google", "--weight-decay", "0.02", "--adam-epsilon", "1e-8"])
     assert code == 0
     metrics = json.loads((out / "metrics.json").read_text())
     # TensorBoard: loss and learning rate every 2 of the 10 steps; the evaluation metric after each epoch.
     logged = scalars(out / "logs" / "train")
     assert sorted(logged["batch_loss"]) == [2, 4, 6, 8, 10]
-    # transformers' linear schedule by hand: 10 steps, warm-up int(0.1 * 10) = 1 step, then 1e-3 * (10 - step) / 9
-    # (google's would be 1e-3 * (1 - step / 10): tests/training/test_optimizer.py).
-    assert logged["batch_learning_rate"] == pytest.approx({s: 1e-3 * (10 - s) / 9 for s in (2, 4, 6, 8, 10)})
+    # google-research's schedule (not finetune's default) by hand: 10 steps, warm-up int(0.1 * 10) = 1 step, then
+    # 1e-3 * (1 - step / 10) (the default, transformers' linear one, would be 1e-3 * (10 - step) / 9).
+    assert logged["batch_learning_rate"] == pytest.approx({s: 1e-3 * (1 - s / 10) for s in (2, 4, 6, 8, 10)})
     assert (metrics["config"]["schedule"], metrics["config"]["weight_decay"], metrics["config"]["adam_epsilon"]) \
-        == ("linear", 0.02, 1e-8)
+        == ("google", 0.02, 1e-8)
     assert list(logged["epoch_eval_accuracy"].values()) == pytest.approx([h["accuracy"] for h in metrics["history"]])
     # metrics.json: every setting, the seed, versions, the machine, steps and per-epoch timings.
     assert metrics["config"]["learning_rate"] == 1e-3 and metrics["config"]["log_every"] == 2

@@ -88,3 +88,15 @@ def test_a_runs_settings_reach_its_optimizer():
     assert (got["epsilon"], got["weight_decay"]) == (1e-8, 0.03)
     assert got["learning_rate"]["config"] == {"peak": 2e-3, "warmup_steps": 2, "total_steps": 20,
                                               "schedule": "linear"}
+
+
+def test_fine_tuning_defaults_to_the_linear_schedule_and_pretraining_to_googles():
+    """docs/accuracy.md's schedule table chose transformers' linear decay for fine-tuning (its mean was at or above
+    google-research's on every task); pretraining keeps google-research's recipe. The CLI and the configs agree."""
+    from bert_keras.finetune import FinetuneConfig
+    from bert_keras.pretraining import PretrainConfig
+    from bert_keras_cli.main import parse_command_line
+    finetune = parse_command_line(["finetune", "--task", "sst-2", "--model", "bert_tiny", "--out", "run"])
+    pretrain = parse_command_line(["pretrain", "--model", "bert_tiny", "--text", "a.txt", "--out", "run"])
+    assert finetune.schedule == FinetuneConfig(task="sst-2", model="bert_tiny", out="run").schedule == "linear"
+    assert pretrain.schedule == PretrainConfig(model="bert_tiny", out="run").schedule == "google"

@@ -295,7 +295,8 @@ def main(argv=None):
         p.add_argument("--" + name, type=kind)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--schedule", choices=("google", "linear"),
-                   help="ours' learning-rate decay (finetune --schedule; default finetune's own)")
+                   help="ours' learning-rate decay (finetune --schedule; default: the reference's, --torch-schedule "
+                        "hf -> linear, google -> google; with --ours-only finetune's own)")
     p.add_argument("--weight-decay", type=float, help="ours' AdamW weight decay (default finetune's own)")
     p.add_argument("--adam-epsilon", type=float, help="ours' Adam epsilon (default finetune's own)")
     p.add_argument("--ours-only", action="store_true",
@@ -328,6 +329,8 @@ def main(argv=None):
             settings[key] = os.path.join(args.data, settings[key])
     if settings["epochs"] == int(settings["epochs"]):
         settings["epochs"] = int(settings["epochs"])
+    if args.schedule is None and not args.ours_only:            # both sides on one recipe unless told otherwise
+        settings["schedule"] = {"hf": "linear", "google": "google"}[args.torch_schedule]
     if args.ours_only and (args.paired or args.skip_ours or args.torch_from):
         p.error("--ours-only runs ours alone: leave out --paired, --skip-ours and --torch-from")
     if args.paired:
