@@ -276,7 +276,7 @@ def swap_heads(x):
             dtype, per_item = _SAME_WIDTH_INT[t.dtype], 1
         if per_item == 1:
             return tf.bitcast(tf.transpose(tf.bitcast(t, dtype), (0, 2, 1, 3)), t.dtype)
-        b, s, n, d = tf.unstack(tf.shape(t))
+        b, s, n, _ = tf.unstack(tf.shape(t))                  # D is static: t.shape[-1]
         items = tf.bitcast(tf.reshape(t, [b, s, n, t.shape[-1] // per_item, per_item]), dtype)   # [B, S, N, D/k]
         return tf.reshape(tf.bitcast(tf.transpose(items, (0, 2, 1, 3)), t.dtype), [b, n, s, t.shape[-1]])
     return swap(x), swap

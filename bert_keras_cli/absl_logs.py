@@ -29,6 +29,7 @@ import re
 
 WARNING = 1             # absl::LogSeverityAtLeast::kWarning
 CPP_LOG_LEVEL = "TF_CPP_MIN_LOG_LEVEL"
+_SYMBOL = re.compile(rb"_ZN4absl12lts_\d+14SetMinLogLevelENS0_18LogSeverityAtLeastE")
 
 
 def quiet_tensorflow_cpp_logs() -> None:
@@ -44,7 +45,6 @@ def quiet_tensorflow_cpp_logs() -> None:
         >>> quiet_tensorflow_cpp_logs()   # doctest: +SKIP
     """
     os.environ.setdefault(CPP_LOG_LEVEL, "3")
-_SYMBOL = re.compile(rb"_ZN4absl12lts_\d+14SetMinLogLevelENS0_18LogSeverityAtLeastE")
 
 
 def quiet_absl_info_logs() -> bool:
