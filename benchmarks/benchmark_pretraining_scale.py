@@ -3,7 +3,7 @@ worker (local pool with 1 and 2 workers, Beam's DirectRunner with 2) against goo
 create_pretraining_data.py logic (google_pretraining_peer.py, its step-for-step re-implementation), in one run.
 
     python benchmarks/benchmark_pretraining_scale.py [--sizes-mb 2 8 32] [--bucket-mb 1] [--workers 2] [--beam]
-                                                    [--skip-speed] [--skip-memory]
+                                                    [--skip-speed] [--skip-memory] [--skip-google] [--speed-mb 16]
                                                     [--out benchmarks/results/pretraining_scale.json]
 
 Corpora: WikiText-2 valid + test (../shared/data, or $BERT_KERAS_SHARED_DATA) in google-research's format,
@@ -12,15 +12,18 @@ are distinct as in a real corpus (exact duplicates share a bucket). Memory: each
 `bert-keras pretraining-data` process (dupe factor 1, 8 shards, --workers, --bucket-mb); resident memory is
 sampled every 0.1 s over the process and its workers: the peak of their sum (RSS, which counts the pages forked
 workers share with their server once per process; and PSS, which splits shared pages between the processes that
-map them) and of the largest single process. Speed: --speed-mb of the same copies (dupe factor 5, seq 128, one
-shard, --speed-bucket-mb buckets), the same settings on every side; a worker count's documents/s divided by its
-workers. Run with a Python that has the [beam] extra for --beam. The machine's CPU is shared: ratios come from one
-run of this script.
+map them) and of the largest single process. Speed: --speed-mb of the same copies (dupe factor 5, seq 128,
+--speed-shards shards, --speed-bucket-mb buckets), the same settings on every side, each side a fresh process
+confined (CPU affinity) to as many cores as it has workers — google's script to one — and timed after its
+imports; documents/s per core, and the pool's start (one TensorFlow import in the forkserver) apart. Run with a
+Python that has the [beam] extra for --beam. Ratios come from one run of this script.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import os
 import pathlib
 import subprocess
@@ -140,49 +143,86 @@ def memory(sizes, vocab, workers, tmp, documents, bucket_mb) -> dict:
     return results
 
 
-def speed(vocab, tmp, documents, workers, beam, megabytes, bucket_mb) -> dict:
-    from google_pretraining_peer import run_google
-    corpus = os.path.join(tmp, "speed.txt")
-    n_docs = write_copies(documents, corpus, megabytes)
-    results = {"corpus": f"WikiText-2 valid + test copies, {os.path.getsize(corpus) / (1 << 20):.1f} MB",
-               "documents": n_docs, "dupe_factor": 5, "bucket_mb": bucket_mb}
-    t = time.perf_counter()
-    _, instances, _ = run_google(corpus, vocab, 5, 12345, os.path.join(tmp, "google.tfrecord"))
-    seconds = time.perf_counter() - t
-    results["google_research"] = {"seconds": round(seconds, 2), "instances": instances,
-                                  "documents_per_s_per_worker": round(n_docs / seconds, 1)}
-    print("google", results["google_research"], flush=True)
-    # Ours in this process (TensorFlow loaded once, as google's side above), then the pool with its start-up.
+def _pinned(cores: int, *args: str) -> dict:
+    """Runs this script's `--side` in a fresh process confined to the first `cores` cores of this one (CPU
+    affinity, inherited by every thread and process it starts: TensorFlow's pools, the forkserver, the workers);
+    -> the JSON line it prints. The side's clock starts after its imports."""
+    allowed = sorted(os.sched_getaffinity(0))[:cores]
+    if len(allowed) < cores:
+        raise SystemExit(f"{cores} cores asked for, {len(allowed)} usable")
+    process = subprocess.run([sys.executable, __file__, "--side", *args], cwd=REPO, capture_output=True, text=True,
+                             env={**os.environ, "PYTHONPATH": str(REPO)},
+                             preexec_fn=lambda: os.sched_setaffinity(0, allowed))
+    if process.returncode:
+        raise SystemExit(f"side {args} failed:\n{process.stderr[-3000:]}")
+    return json.loads(process.stdout.strip().splitlines()[-1])
+
+
+def run_side(kind: str, corpus: str, vocab: str, out: str, workers: int, bucket_mb: float, shards: int) -> dict:
+    """One timed side in this process (see _pinned)."""
+    if kind == "google":
+        from google_pretraining_peer import run_google
+        t = time.perf_counter()
+        _, instances, _ = run_google(corpus, vocab, 5, 12345, out + "-00000-of-00001.tfrecord")
+        return {"seconds": time.perf_counter() - t, "instances": instances, "pool_start_s": 0.0}
     from bert_keras import BertPreprocessor
     from bert_keras.pretraining import MaskingConfig, create_pretraining_data
     pre = BertPreprocessor(vocab, lower_case=True)
-    runs = [("local_1_worker", 1, None), *[(f"local_{w}_workers", w, None) for w in sorted({2, workers})]]
+    t = time.perf_counter()
+    if kind == "beam":
+        from bert_keras.pretraining.beam import run_beam
+        result = run_beam([corpus], pre, out, shards, MaskingConfig(dupe_factor=5), 12345, bucket_mb=bucket_mb,
+                          runner="DirectRunner", pipeline_args=["--direct_running_mode=multi_processing",
+                                                                f"--direct_num_workers={workers}"])
+    else:
+        result = create_pretraining_data([corpus], pre, out, shards, MaskingConfig(dupe_factor=5), 12345,
+                                         workers=workers, bucket_mb=bucket_mb)
+    return {"seconds": time.perf_counter() - t, "instances": result["instances"],
+            "pool_start_s": result.get("pool_start_s", 0.0), "phase_s": result.get("phase_s")}
+
+
+def _digest(paths) -> str:
+    digest = hashlib.sha256()
+    for path in paths:
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 24), b""):
+                digest.update(block)
+    return digest.hexdigest()
+
+
+def speed(vocab, tmp, documents, workers, beam, megabytes, bucket_mb, shards, google=True) -> dict:
+    """Each side in its own process on as many cores as it has workers (google's script: one): per core
+    figures are per core, not per process that may use every core through its threads."""
+    corpus = os.path.join(tmp, "speed.txt")
+    n_docs = write_copies(documents, corpus, megabytes)
+    results = {"corpus": f"WikiText-2 valid + test copies, {os.path.getsize(corpus) / (1 << 20):.1f} MB",
+               "documents": n_docs, "dupe_factor": 5, "seq_length": 128, "bucket_mb": bucket_mb, "shards": shards,
+               "cores": "each side confined to as many cores as it has workers (CPU affinity)"}
+    runs = [("google_research", "google", 1)] if google else []
+    runs += [("local_1_worker", "local", 1), *[(f"local_{w}_workers", "local", w) for w in sorted({2, workers})]]
     if beam:
-        runs.append(("beam_direct_2_workers", 2, "DirectRunner"))
-    for name, w, runner in runs:
-        t = time.perf_counter()
-        if runner:
-            from bert_keras.pretraining.beam import run_beam
-            result = run_beam([corpus], pre, os.path.join(tmp, name), 1, MaskingConfig(dupe_factor=5), 12345,
-                              bucket_mb=bucket_mb, runner=runner,
-                              pipeline_args=["--direct_running_mode=multi_processing", f"--direct_num_workers={w}"])
-        else:
-            result = create_pretraining_data([corpus], pre, os.path.join(tmp, name), 1, MaskingConfig(dupe_factor=5),
-                                             12345, workers=w, bucket_mb=bucket_mb)
-        seconds = time.perf_counter() - t
-        start = result.get("pool_start_s", 0.0)
-        results[name] = {"workers": w, "seconds": round(seconds, 2), "instances": result["instances"],
-                         "documents_per_s_per_worker": round(n_docs / seconds / w, 1),
-                         "pool_start_s": start,
-                         "documents_per_s_per_worker_after_start": round(n_docs / (seconds - start) / w, 1)}
+        runs.append(("beam_direct_2_workers", "beam", 2))
+    digests = {}
+    for name, kind, w in runs:
+        r = _pinned(w, kind, corpus, vocab, os.path.join(tmp, name), str(w), str(bucket_mb), str(shards))
+        seconds, start = r["seconds"], r["pool_start_s"]
+        results[name] = {"cores": w, "workers": w, "seconds": round(seconds, 2), "instances": r["instances"],
+                         "documents_per_s_per_core": round(n_docs / seconds / w, 1), "pool_start_s": round(start, 2),
+                         "documents_per_s_per_core_after_start": round(n_docs / (seconds - start) / w, 1),
+                         "phase_s": r.get("phase_s")}
         print(name, results[name], flush=True)
-    outputs = {name: open(os.path.join(tmp, f"{name}-00000-of-00001.tfrecord"), "rb").read() for name, *_ in runs}
-    results["identical_bytes"] = len(set(outputs.values())) == 1
-    g = results["google_research"]["seconds"]            # from the seconds, not the rounded rates
-    results["per_worker_vs_google"] = {name: round(g / (results[name]["seconds"] * results[name]["workers"]), 2)
-                                       for name, *_ in runs}
-    one = results["local_1_worker"]["seconds"]
-    two = results["local_2_workers"]
+        files = sorted(pathlib.Path(tmp).glob(f"{name}-*.tfrecord"))
+        if kind != "google":
+            digests[name] = _digest(files)
+        for f in files:                                  # a large corpus's outputs, one side at a time
+            f.unlink()
+    ours = list(digests)
+    results["identical_bytes"] = len(set(digests.values())) == 1
+    if google:
+        g = results["google_research"]["seconds"]            # from the seconds, not the rounded rates
+        results["per_core_vs_google"] = {name: round(g / (results[name]["seconds"] * results[name]["cores"]), 2)
+                                         for name in ours}
+    one, two = results["local_1_worker"]["seconds"], results["local_2_workers"]
     results["two_workers_speedup"] = round(one / two["seconds"], 2)
     results["two_workers_speedup_after_start"] = round(one / (two["seconds"] - two["pool_start_s"]), 2)
     return results
@@ -198,10 +238,18 @@ def main(argv=None):
     p.add_argument("--skip-speed", action="store_true")
     p.add_argument("--bucket-mb", type=float, default=1,
                    help="bucket size of the memory runs (at most the smallest size, so every size fills buckets)")
-    p.add_argument("--speed-mb", type=float, default=2, help="corpus size of the speed runs")
+    p.add_argument("--speed-mb", type=float, default=16, help="corpus size of the speed runs")
     p.add_argument("--speed-bucket-mb", type=float, default=0.5, help="bucket size of the speed runs")
+    p.add_argument("--speed-shards", type=int, default=4, help="output shards of the speed runs")
+    p.add_argument("--skip-google", action="store_true",
+                   help="time only our sides (a corpus large enough to show the pool's start amortized)")
     p.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "pretraining_scale.json"))
+    p.add_argument("--side", nargs=7, help=argparse.SUPPRESS)          # internal: one timed side (_pinned)
     args = p.parse_args(argv)
+    if args.side:
+        kind, corpus, vocab, out, workers, bucket_mb, shards = args.side
+        print(json.dumps(run_side(kind, corpus, vocab, out, int(workers), float(bucket_mb), int(shards))))
+        return
     from bert_keras.atomic import write_json
     from bert_keras.loading import bundled_minilm_folder
     vocab = os.path.join(bundled_minilm_folder(), "vocab.txt")
@@ -211,7 +259,7 @@ def main(argv=None):
     with tempfile.TemporaryDirectory() as tmp:
         if not args.skip_speed:
             results["speed"] = speed(vocab, tmp, documents, args.workers, args.beam, args.speed_mb,
-                                     args.speed_bucket_mb)
+                                     args.speed_bucket_mb, args.speed_shards, google=not args.skip_google)
             write_json(args.out, results)
         if not args.skip_memory:
             results["memory"] = memory(args.sizes_mb, vocab, args.workers, tmp, documents,

@@ -446,7 +446,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dupe-factor", type=int, default=10, help="passes over the data with different masks")
     p.add_argument("--whole-word-mask", action="store_true")
     p.add_argument("--seed", type=int, default=12345)
-    p.add_argument("--workers", type=int, help="local processes (default: one per core)")
+    p.add_argument("--workers", type=int, help="local processes (default: one per core this process may use)")
     p.add_argument("--bucket-mb", type=float, default=64,
                    help="text per bucket in MB (memory per worker follows it; random next sentences come from the "
                         "same bucket; the bytes written depend on it)")

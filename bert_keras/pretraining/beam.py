@@ -15,11 +15,10 @@ first, a binary it downloads.
 
 from __future__ import annotations
 
-import os
-
 from bert_keras.pretraining.keyed import Plan, bucket_instances, chunk_records, make_plan, merge_records, \
     scatter_range, write_shard
 from bert_keras.pretraining.instances import MaskingConfig
+from bert_keras.pretraining.parallel import usable_cores
 
 
 def _beam():
@@ -46,7 +45,7 @@ def pipeline_runner(runner: str, pipeline_args: list[str]):
         if not _option_given(args, "direct_running_mode"):
             args.append("--direct_running_mode=multi_processing")
         if not _option_given(args, "direct_num_workers"):
-            args.append(f"--direct_num_workers={os.cpu_count() or 1}")
+            args.append(f"--direct_num_workers={usable_cores()}")
         return FnApiRunner(), PipelineOptions(args)
     if runner == "DaskRunner":                         # not in Beam's list of runner names
         from apache_beam.runners.dask.dask_runner import DaskRunner

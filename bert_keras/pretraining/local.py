@@ -22,6 +22,7 @@ import time
 
 from bert_keras.pretraining.keyed import Plan, bucket_instances, chunk_records, merge_records, scatter_range, \
     write_shard
+from bert_keras.pretraining.parallel import usable_cores
 
 _WORKER = {}                       # per process: the preprocessor, the spill folder and thread count
 
@@ -94,13 +95,15 @@ def _context():
 
 
 def run_local(plan: Plan, out: str, preprocessor, workers: int | None = None, progress=None) -> dict:
-    """Runs the plan on `workers` processes (default: one per core; no more than the ranges or buckets) ->
-    counts, the shard paths, the workers used and the seconds their start took (pool_start_s).
+    """Runs the plan on `workers` processes (default: one per usable core, `usable_cores()`; no more than the
+    ranges or buckets) -> counts, the shard paths, the workers used, the seconds their start took
+    (pool_start_s) and the seconds of each step after it (phase_s: ranges, buckets, shards).
 
     progress: None, or a function(phase name, total) returning a callback add(n)."""
     # more processes than ranges and buckets would only start TensorFlow for nothing (the bytes are the same)
-    workers = max(1, min(workers or os.cpu_count() or 1, max(len(plan.ranges), plan.buckets)))
-    threads = max(1, (os.cpu_count() or 1) // workers)
+    cores = usable_cores()
+    workers = max(1, min(workers or cores, max(len(plan.ranges), plan.buckets)))
+    threads = max(1, cores // workers)
     if "://" in out:                                    # gs://...: spill to the local temporary folder
         parent = None
     else:
@@ -122,6 +125,7 @@ def run_local(plan: Plan, out: str, preprocessor, workers: int | None = None, pr
                 started = time.perf_counter()
                 list(pool.map(_ready, range(2 * workers)))      # every worker has started TensorFlow
                 pool_start = time.perf_counter() - started
+            phases, t = {}, time.perf_counter()
             n = len(plan.ranges)
             bar = progress("ranges", n) if progress else None
             sections = [[] for _ in range(plan.buckets)]
@@ -129,6 +133,7 @@ def run_local(plan: Plan, out: str, preprocessor, workers: int | None = None, pr
                 for bucket, (offset, length) in index.items():
                     sections[bucket].append((r, offset, length))
                 bar and bar(1)
+            phases["ranges"], t = time.perf_counter() - t, time.perf_counter()
             bar = progress("buckets", plan.buckets) if progress else None
             counts, shard_chunks = [0, 0, 0], [{} for _ in range(plan.shards)]
             for bucket, (c, chunks) in enumerate(run(_bucket, [plan] * plan.buckets, range(plan.buckets), sections)):
@@ -141,15 +146,17 @@ def run_local(plan: Plan, out: str, preprocessor, workers: int | None = None, pr
             if counts[0] < 2:
                 raise ValueError(f"{counts[0]} non-empty document(s) in {', '.join(plan.files)}: next-sentence "
                                  "prediction needs at least two (separate documents by a blank line)")
+            phases["buckets"], t = time.perf_counter() - t, time.perf_counter()
             bar = progress("shards", plan.shards) if progress else None
             written = 0
             for k in run(_shard, [plan] * plan.shards, [out] * plan.shards, range(plan.shards), shard_chunks):
                 written += k
                 bar and bar(1)
+            phases["shards"] = time.perf_counter() - t
     finally:
         shutil.rmtree(folder, ignore_errors=True)
         _WORKER.clear()
     assert written == counts[2], (written, counts)
     return {"documents": counts[0], "sentences": counts[1], "instances": counts[2],
             "files": [plan.shard_path(out, s) for s in range(plan.shards)], "workers": workers,
-            "pool_start_s": round(pool_start, 3)}
+            "pool_start_s": round(pool_start, 3), "phase_s": {k: round(v, 3) for k, v in phases.items()}}

@@ -10,9 +10,17 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 
 
+def usable_cores() -> int:
+    """The cores this process may run on: its CPU affinity (taskset, a container's cpuset, a batch system's
+    allocation), which os.cpu_count() ignores; os.cpu_count() where there is no affinity (macOS, Windows)."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return os.cpu_count() or 1
+
+
 def default_threads() -> int:
-    """A thread per core, at most 4."""
-    return min(4, os.cpu_count() or 1)
+    """A thread per usable core, at most 4."""
+    return min(4, usable_cores())
 
 
 def ordered_map(fn, items, threads: int | None = None):

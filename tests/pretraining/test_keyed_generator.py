@@ -4,6 +4,7 @@ the documents in another order or split over other files; each shard is sorted b
 in the trainer's reader; bad input gets a clear error and leaves no shard behind."""
 
 import importlib.util
+import os
 import re
 
 import numpy as np
@@ -64,6 +65,21 @@ def test_byte_ranges_read_every_document_once(tmp_path, range_bytes):
            for d in range_documents(str(path), start, min(start + range_bytes, len(data)), 1 << 20)]
     assert got == documents_by_blank_lines(data)
     assert got[1] == ["next doc", "invalid utf-8 dropped"] and len(got) == 4
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs CPU affinity and two cores")
+def test_workers_and_threads_follow_the_cpu_affinity_not_the_machine():
+    # taskset / a container's cpuset narrow the cores a process may use; os.cpu_count() still says the machine's.
+    # Linux sets the affinity per thread, so this thread's affinity is what usable_cores() reads here.
+    from bert_keras.pretraining.parallel import default_threads, usable_cores
+    allowed = os.sched_getaffinity(0)
+    assert usable_cores() == len(allowed)
+    try:
+        os.sched_setaffinity(0, {min(allowed)})
+        assert (usable_cores(), default_threads()) == (1, 1) and os.cpu_count() >= 2
+    finally:
+        os.sched_setaffinity(0, allowed)
 
 
 def test_two_workers_write_the_bytes_one_worker_writes(local_one_worker, minilm_vocab, tmp_path):
