@@ -176,7 +176,20 @@ def cmd_finetune(args) -> None:
           f"logs in {os.path.join(result['out'], 'logs')}")
 
 
+def _start_worker_server() -> None:
+    """Starts the server the local back end forks its workers from (bert_keras.pretraining.local._context, the
+    same preload) before this process imports TensorFlow, so the two imports run side by side, not one after
+    the other. The server exits with this process if no pool uses it."""
+    import multiprocessing
+    if "forkserver" in multiprocessing.get_all_start_methods():
+        from multiprocessing import forkserver
+        multiprocessing.get_context("forkserver").set_forkserver_preload(["bert_keras.pretraining.local"])
+        forkserver.ensure_running()
+
+
 def cmd_pretraining_data(args) -> None:
+    if not args.runner and args.workers != 1:
+        _start_worker_server()
     from bert_keras.preprocessing import BertPreprocessor
     from bert_keras.pretraining import MaskingConfig, create_pretraining_data
     if not os.path.exists(args.vocab):
