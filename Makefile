@@ -28,8 +28,8 @@ demo: $(STAMP)
 UNIT := not slow and not integration and not torch and not hub
 
 # Both tiers run on two processes (pytest-xdist), a test file per process at a time (module fixtures built
-# once): the tests spend most of their time tracing and optimising graphs, one core each. 2026-11-26, 2 cores:
-# unit 13 min 52 s (463 tests), integration 8 min 25 s (22 tests).
+# once): the tests spend most of their time tracing and optimising graphs, one core each. 2026-11-27, 2 idle cores:
+# unit 15 min 0 s (468 tests), integration 10 min 8 s (23 tests).
 test: $(STAMP)
 	$(PY) -m pytest -q -m "$(UNIT)" -n 2 --dist loadfile --durations=15
 	$(PY) -m pytest -q -m "integration and not slow and not torch and not hub" -n 2 --dist loadfile --durations=10
