@@ -189,8 +189,22 @@ class TransformerBlock(keras.layers.Layer):
         self.built = True
 
     def _split_heads(self, x):                                      # [B, S, H] -> [B, N, S, D]
-        b, s = ops.shape(x)[0], ops.shape(x)[1]
-        return swap_heads(ops.reshape(x, (b, s, self.num_attention_heads, self.head_size)))
+        return swap_heads(ops.reshape(x, _reshape_target(x, (self.num_attention_heads, self.head_size))))
+
+    def _queries_keys_values(self, x, h, tokens, b, s, cls_only):
+        """The projections q [B, Sq, H], k and v [B, S, H] of h [T, H] (q of [CLS] alone with cls_only). Under
+        `litert_layers()` the projections of h are one matmul over the concatenated kernels, which the LiteRT
+        converter folds into one constant: int8 quantizes the input once instead of three times, and the GEMM
+        is wider. Elsewhere the kernels are variables, which that concat would copy on every call."""
+        dense = [self.key, self.value] if cls_only else [self.query, self.key, self.value]
+        if _litert.on:
+            kernel = ops.concatenate([d.kernel for d in dense], axis=1)
+            bias = ops.concatenate([d.bias for d in dense], axis=0)
+            projected = ops.split(ops.matmul(h, kernel) + bias, len(dense), axis=-1)
+        else:
+            projected = [d(h) for d in dense]
+        projected = [tokens.scatter(t, b, s) for t in projected]
+        return ([self.query(x[:, 0])[:, None]] if cls_only else []) + projected
 
     def call(self, x, input_mask, training=False, cls_only=False):
         """cls_only: only position 0 ([CLS]) queries, and only its row goes through the output projection,
@@ -198,13 +212,12 @@ class TransformerBlock(keras.layers.Layer):
         b, s = ops.shape(x)[0], ops.shape(x)[1]
         tokens = RealTokens(input_mask)             # the dense parts run on real tokens only (see RealTokens)
         h = tokens.gather(x)                                        # [T, H]: T real tokens (or [B, S, H])
-        q = self._split_heads(self.query(x[:, :1]) if cls_only else tokens.scatter(self.query(h), b, s))  # Sq = 1|S
-        k = self._split_heads(tokens.scatter(self.key(h), b, s))
-        v = self._split_heads(tokens.scatter(self.value(h), b, s))
+        q, k, v = (self._split_heads(t) for t in self._queries_keys_values(x, h, tokens, b, s, cls_only))
         scores = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2))) * (1.0 / self.head_size ** 0.5)  # [B, N, Sq, S]
         probs = ops.softmax(ops.cast(scores, "float32") + attention_bias(input_mask), axis=-1)            # float32
         probs = self.attention_probs_dropout(ops.cast(probs, v.dtype), training=training)
-        context = ops.reshape(swap_heads(ops.matmul(probs, v)), (b, -1, self.hidden_size))
+        context = swap_heads(ops.matmul(probs, v))                                          # [B, Sq, N, D]
+        context = ops.reshape(context, _reshape_target(context, (self.hidden_size,), keep=1))
         if cls_only:
             h, context = x[:, 0], context[:, 0]                                              # [B, H]
         else:
@@ -223,15 +236,34 @@ class TransformerBlock(keras.layers.Layer):
                 "layer_norm_eps": self.layer_norm_eps}
 
 
+def _reshape_target(x, tail, keep=2):
+    """The shape for reshaping x to its first `keep` dims followed by `tail`, as constant as x's static shape
+    allows: one unknown dim becomes -1, so the shape is a constant where x's batch is static (LiteRT's XNNPACK
+    delegates a reshape only when its shape is a constant). keep=1 merges the rest into -1 and `tail`."""
+    dims = [x.shape[i] for i in range(keep)] + ([None] if keep == 1 else [])
+    if sum(d is None for d in dims) <= 1:
+        return tuple(-1 if d is None else d for d in dims) + tuple(tail)
+    dynamic = [ops.shape(x)[i] if d is None else d for i, d in enumerate(dims[:keep])]
+    return tuple(dynamic) + ((-1,) if keep == 1 else ()) + tuple(tail)
+
+
 _SAME_WIDTH_INT = {tf.float32: tf.int32, tf.bfloat16: tf.int16, tf.float16: tf.int16}
 _PER_FLOAT64 = {tf.float32: 2, tf.bfloat16: 4, tf.float16: 4}       # elements that make one float64's 8 bytes
 _integer_swaps = threading.local()
 
 
+class _LiteRTTrace(threading.local):
+    on = False
+    one_sequence = False
+
+
+_litert = _LiteRTTrace()
+
+
 @contextlib.contextmanager
 def integer_head_swaps():
-    """Within this block `swap_heads` moves its bits as integers, not as float64 (for runtimes without a float64
-    transpose: LiteRT's TRANSPOSE has none). TPUs get the integer view on their own (no float64 there).
+    """Within this block `swap_heads` moves its bits as integers, not as float64 (TPUs get this view on their own:
+    no float64 there). benchmarks/benchmark_head_swap.py measures it on CPU.
 
     Example:
         >>> with integer_head_swaps():          # doctest: +SKIP
@@ -245,9 +277,38 @@ def integer_head_swaps():
         _integer_swaps.on = previous
 
 
+@contextlib.contextmanager
+def litert_layers(one_sequence: bool = False):
+    """Within this block the layers trace for a LiteRT conversion, where the weights become constants and XNNPACK
+    runs the parts of the graph it can take (it splits the graph at every op it cannot):
+      - `swap_heads` is a plain float32 transpose (LiteRT has no float64 TRANSPOSE; XNNPACK takes float32 ones);
+      - a block's Q, K and V projections are one matmul over the concatenated kernels (folded into one constant);
+      - with `one_sequence=True`, for inputs of one sequence with no padding and a static batch: the
+        position-wise parts run on [B * S, C] by constant-shape reshapes instead of gathering the real tokens
+        (GATHER and SCATTER_ND are not XNNPACK ops). With padding the outputs at real positions stay the same,
+        and padding positions are computed instead of 0.
+
+    Args:
+        one_sequence: bool. Trace the dense form (see above).
+
+    Example:
+        >>> with litert_layers(one_sequence=True):          # doctest: +SKIP
+        ...     function = tf.function(model.serve).get_concrete_function(tf.TensorSpec([1], tf.string))
+    """
+    previous = (_litert.on, _litert.one_sequence)
+    _litert.on, _litert.one_sequence = True, one_sequence
+    try:
+        yield
+    finally:
+        _litert.on, _litert.one_sequence = previous
+
+
 def _bit_view(dtype):
     """The dtype (and elements per item) a head swap moves `dtype`'s bits as: float64 on TensorFlow's CPU runtime,
-    the same-width integer under `integer_head_swaps()` or a TPUStrategy, None for other dtypes."""
+    the same-width integer under `integer_head_swaps()` or a TPUStrategy, None (a plain transpose) under
+    `litert_layers()` and for other dtypes."""
+    if _litert.on:
+        return None
     strategy = tf.distribute.get_strategy()
     if getattr(_integer_swaps, "on", False) or isinstance(strategy, (tf.distribute.TPUStrategy,
                                                                      tf.distribute.experimental.TPUStrategy)):
@@ -289,22 +350,30 @@ class RealTokens:
     With no padding to skip, the gather and scatters are pure overhead (docs/performance.md).
 
     Under XLA (jit_compile, TPU) shapes must be static: there both are the identity and padding is computed,
-    as google-research does. Outputs at real positions are the same either way; at padding they are 0 here.
+    as google-research does. Under `litert_layers(one_sequence=True)` (a LiteRT graph of one unpadded sequence)
+    both are constant-shape reshapes between [B, S, C] and [B * S, C], which XNNPACK takes. Outputs at real
+    positions are the same every way; at padding they are 0 here.
     """
 
     def __init__(self, input_mask):
-        self.index = None
-        if not control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph()):
+        self.index, self.mask = None, input_mask
+        self.flat = _litert.one_sequence
+        if not self.flat and not control_flow_util.GraphOrParentsInXlaContext(
+                tf.compat.v1.get_default_graph()):
             self.index = tf.where(tf.reshape(input_mask, [-1]) > 0)[:, 0]      # [T] into the flat B * S
 
     def gather(self, x):
-        """[B, S, C] -> [T, C], the real tokens in row-major order (x itself under XLA)."""
+        """[B, S, C] -> [T, C], the real tokens in row-major order (x itself under XLA, [B * S, C] flat)."""
+        if self.flat:
+            return tf.reshape(x, [-1, x.shape[-1]])
         if self.index is None:
             return x
         return tf.gather(tf.reshape(x, [-1, x.shape[-1]]), self.index)
 
     def scatter(self, t, b, s):
         """[T, C] -> [B, S, C], zeros at padding: the inverse of gather (t itself under XLA)."""
+        if self.flat:
+            return tf.reshape(t, _reshape_target(self.mask, (t.shape[-1],), keep=1))
         if self.index is None:
             return t
         c = t.shape[-1]

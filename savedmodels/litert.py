@@ -31,11 +31,12 @@ import os
 import tensorflow as tf
 
 from bert_keras.atomic import atomic_file
-from bert_keras.layers import integer_head_swaps
+from bert_keras.layers import litert_layers
 from savedmodels.litert_text import TFTEXT_OPS, LiteRTPreprocessor
 
 PRECISIONS = ("fp32", "fp16", "int8")
 METADATA = "bert_keras"
+ONE_TEXT = "serving_one"        # a classifier's one-text signature (see convert)
 
 
 def _swap_preprocessor(model, preprocessor):
@@ -111,20 +112,39 @@ def _with_metadata(flatbuffer: bytes, meta: dict) -> bytes:
     return bytes(flatbuffer_utils.convert_object_to_bytearray(model))
 
 
-def _frozen(function, specs):
-    """The function with its variables as constants, keeping its named inputs and outputs. (Converted with
-    its variables, the weights stay resource variables that nothing initialises: READ_VARIABLE fails.)"""
+def _frozen(function, specs, key: str):
+    """The function with its variables as constants, keeping its named inputs and outputs, as the signature
+    `key`. (Converted with its variables, the weights stay resource variables that nothing initialises:
+    READ_VARIABLE fails.)"""
     from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
     frozen = convert_variables_to_constants_v2(function)
     names = sorted(function.structured_outputs)              # the order nest.flatten gives a dict
 
     def named(*inputs):
         return dict(zip(names, frozen(*inputs)))
+    named.__name__ = key                                     # the converter names each signature after its function
     return tf.function(named, input_signature=specs, autograph=False).get_concrete_function()
 
 
+def _traced(model, serve, specs, key: str, one_sequence: bool = False):
+    """`serve` traced for LiteRT with the task model's preprocessor swapped for its LiteRT form, frozen."""
+    previous = _swap_preprocessor(model, LiteRTPreprocessor(model.preprocessor, one_sequence))
+    try:
+        with litert_layers(one_sequence):
+            function = tf.function(serve, input_signature=specs, autograph=False).get_concrete_function()
+    finally:
+        _swap_preprocessor(model, previous)
+    return _frozen(function, specs, key)
+
+
 def convert(model, precision: str = "fp32") -> bytes:
-    """The task model's LiteRT flatbuffer (checked: builtins and TF.Text kernels only)."""
+    """The task model's LiteRT flatbuffer (checked: builtins and TF.Text kernels only).
+
+    A classifier's file holds a second signature, `serving_one` (ONE_TEXT): the same outputs for a batch of one
+    text (inputs [1]), traced with that static batch and the text packed to its own length, so its encoder has no
+    padding, no gathers and constant reshapes: XNNPACK takes the whole encoder in a few partitions where
+    serving_default's dynamic batch splits it in about thirty. LiteRTModel calls it for a single text. The two
+    signatures share their weights (the converter stores equal constants once)."""
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {', '.join(PRECISIONS)} for LiteRT, got {precision!r}")
     from bert_keras.preprocessing.preprocessor import BertPreprocessor
@@ -133,13 +153,12 @@ def convert(model, precision: str = "fp32") -> bytes:
     if not isinstance(inner, BertPreprocessor):
         raise TypeError("the model's preprocessor is not a BertPreprocessor")
     serve, specs, meta = signature(model)
-    previous = _swap_preprocessor(model, LiteRTPreprocessor(inner))
-    try:
-        with integer_head_swaps():                  # LiteRT's TRANSPOSE has no float64 kernel
-            function = tf.function(serve, input_signature=specs, autograph=False).get_concrete_function()
-    finally:
-        _swap_preprocessor(model, previous)
-    converter = tf.lite.TFLiteConverter.from_concrete_functions([_frozen(function, specs)], tf.Module())
+    functions = [_traced(model, serve, specs, "serving_default")]
+    if meta["kind"] == "classification":
+        one = [tf.TensorSpec([1], spec.dtype, name=spec.name) for spec in specs]
+        functions.append(_traced(model, serve, one, ONE_TEXT, one_sequence=True))
+        meta = {**meta, "one_text_signature": ONE_TEXT}
+    converter = tf.lite.TFLiteConverter.from_concrete_functions(functions, tf.Module())
     converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
     converter.allow_custom_ops = True             # TF.Text's kernels; check_ops refuses any other
     if precision != "fp32":

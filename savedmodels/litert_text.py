@@ -147,16 +147,18 @@ def kept_lengths(lengths: list, budget):
 
 
 def pack(segments: list, cls_id: int, sep_id: int, pad_id: int, seq_length: int | None,
-         max_seq_length: int) -> dict:
+         max_seq_length: int, round_to: int = 8) -> dict:
     """Tokenized segments -> {"input_word_ids", "input_mask", "input_type_ids"} int32 [B, L]: [CLS] a [SEP]
-    (b [SEP]), BertPreprocessor's lengths and truncation (round_robin = longest_first's closed form)."""
+    (b [SEP]), BertPreprocessor's lengths and truncation (round_robin = longest_first's closed form). With
+    seq_length None, L is the longest row rounded up to `round_to` (8, as BertPreprocessor; 1: no padding at
+    batch 1), at most max_seq_length."""
     k = len(segments)
     length = seq_length or max_seq_length
     kept = kept_lengths([s.lengths() for s in segments], length - k - 1)
     total = tf.add_n(kept) + k + 1                                                            # [B]
     if seq_length is None:
         longest = tf.reduce_max(tf.concat([total, [1]], 0))
-        length = tf.minimum((longest + 7) // 8 * 8, max_seq_length)
+        length = tf.minimum((longest + round_to - 1) // round_to * round_to, max_seq_length)
     positions = tf.range(length)[None, :]                                                      # [1, L]
     word_ids = tf.where(positions == 0, cls_id, pad_id) + tf.zeros_like(total)[:, None]        # [B, L]
     types = tf.zeros_like(word_ids)
@@ -178,9 +180,14 @@ def pack(segments: list, cls_id: int, sep_id: int, pad_id: int, seq_length: int 
 
 class LiteRTPreprocessor:
     """Stands in for a task model's BertPreprocessor while the LiteRT graph is traced: the same call (text, or
-    a tuple of segments, [B] or [B, C]) -> the id dict, on convertible ops."""
+    a tuple of segments, [B] or [B, C]) -> the id dict, on convertible ops.
 
-    def __init__(self, preprocessor):
+    one_sequence=True (the one-text signature, inputs [1]): the ids are packed to the text's own length (no
+    padding, whatever the preprocessor's seq_length) with the static shape [1, L], what
+    `layers.litert_layers(one_sequence=True)` needs."""
+
+    def __init__(self, preprocessor, one_sequence: bool = False):
+        self.one_sequence = one_sequence
         self.inner = preprocessor
         self.tokenizer = LiteRTTokenizer(preprocessor)
         self.vocab, self.seq_length, self.max_seq_length = (preprocessor.vocab, preprocessor.seq_length,
@@ -190,6 +197,10 @@ class LiteRTPreprocessor:
             raise ValueError(f"unknown truncation {preprocessor.truncation!r}")
 
     def pack(self, segments: list[Tokens]) -> dict:
+        if self.one_sequence:
+            packed = pack(segments, self.cls_id, self.sep_id, self.pad_id, None,
+                          self.seq_length or self.max_seq_length, round_to=1)          # the same truncation
+            return {k: tf.reshape(v, [1, -1]) for k, v in packed.items()}
         return pack(segments, self.cls_id, self.sep_id, self.pad_id, self.seq_length, self.max_seq_length)
 
     def __call__(self, inputs) -> dict:

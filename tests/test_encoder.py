@@ -163,3 +163,29 @@ def test_the_encoder_graph_has_no_integer_transpose():
     graph = tf.function(lambda x: encoder(x, training=True)).get_concrete_function(spec).graph
     transposes = [(op.name, op.get_attr("T")) for op in graph.get_operations() if op.type == "Transpose"]
     assert transposes and all(dtype.is_floating for _, dtype in transposes), transposes
+
+
+@pytest.mark.parametrize("one_sequence", [False, True], ids=["batch", "one_sequence"])
+def test_litert_layers_compute_the_same_encoder(one_sequence):
+    """Under litert_layers (the LiteRT conversion's trace: Q, K and V as one matmul over the concatenated kernels,
+    plain transposes; one_sequence: [B * S, C] reshapes with constant shapes instead of gathering real tokens) the
+    encoder gives the default trace's outputs: at every position of an unpadded sequence traced with a static
+    batch of 1, and at the real positions of a padded batch (one_sequence computes padding instead of leaving 0)."""
+    from bert_keras.layers import litert_layers
+    encoder = BertEncoder(TINY)
+    batch = _inputs()
+    one = {k: v[:1, :int(batch["input_mask"][0].sum())] for k, v in batch.items()}
+    assert one["input_mask"].all() and (batch["input_mask"] == 0).any()
+    for x, static in ((one, [1, None]), (batch, [None, None])):
+        spec = {k: tf.TensorSpec(static, tf.int32) for k in x}
+        with litert_layers(one_sequence):
+            traced = tf.function(lambda t: encoder(t)).get_concrete_function(spec)
+            pooled = tf.function(lambda t: encoder(t, pooled_only=True)).get_concrete_function(spec)
+        reference, got = encoder(x), traced(x)
+        mask = x["input_mask"][..., None]
+        np.testing.assert_allclose(np.asarray(got["sequence_output"]) * mask, reference["sequence_output"], atol=1e-5)
+        np.testing.assert_allclose(got["pooled_output"], reference["pooled_output"], atol=1e-5)
+        np.testing.assert_allclose(pooled(x), reference["pooled_output"], atol=1e-5)
+        if one_sequence and static[0] == 1:
+            ops = {op.type for op in traced.graph.get_operations()}
+            assert not ops & {"ScatterNd", "Where"}, ops          # no real-token index, no scatters

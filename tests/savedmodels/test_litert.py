@@ -154,12 +154,49 @@ def _assert_same(got: dict, want: dict, skip=()):
 
 @pytest.mark.parametrize("name", list(INPUTS))
 def test_every_kind_answers_as_its_serve(exports, name):
+    """Then the same inputs in reverse order: a call whose shapes repeat the last one's skips LiteRT's
+    re-preparation (LiteRTModel._run), and the text-dependent shapes inside must still follow the new texts."""
     models, paths = exports
     lite = LiteRTModel(paths[name])
     assert set(custom_ops(open(paths[name], "rb").read())) <= set(TFTEXT_OPS)
-    got = lite.serve(**INPUTS[name])
-    want = models[name].serve_numpy(*INPUTS[name].values())
-    _assert_same(got, want, skip=("answer", "entity_text"))     # substrings: the runner's methods cut them
+    for inputs in (INPUTS[name], {k: v[::-1] for k, v in INPUTS[name].items()}):
+        got = lite.serve(**inputs)
+        want = models[name].serve_numpy(*inputs.values())
+        _assert_same(got, want, skip=("answer", "entity_text"))     # substrings: the runner's methods cut them
+
+
+def _subgraph_ops(path) -> dict:
+    """{signature's subgraph name: {op name: count}} of a .tflite."""
+    from collections import Counter
+
+    from tensorflow.lite.python import schema_py_generated as schema
+    model = schema.Model.GetRootAsModel(open(path, "rb").read(), 0)
+    names = {code: name for name, code in vars(schema.BuiltinOperator).items() if not name.startswith("_")}
+    found = {}
+    for g in range(model.SubgraphsLength()):
+        graph, counts = model.Subgraphs(g), Counter()
+        for i in range(graph.OperatorsLength()):
+            code = model.OperatorCodes(graph.Operators(i).OpcodeIndex())
+            counts[names[max(code.BuiltinCode(), code.DeprecatedBuiltinCode())]] += 1
+        found[graph.Name().decode()] = counts
+    return found
+
+
+@pytest.mark.parametrize("name", ["sst2", "mrpc", "stsb"])
+def test_one_text_takes_the_one_text_signature_and_answers_as_its_serve(exports, name):
+    """A classifier's file holds serving_one (a static batch of 1, the text packed to its own length: no
+    real-token gathers or scatters, which XNNPACK does not take); LiteRTModel sends a single text there. Every
+    sentence alone, in turn (lengths change while the shapes of the inputs repeat), equals the task model's serve."""
+    models, paths = exports
+    ops = _subgraph_ops(paths[name])
+    assert ops["serving_default"]["SCATTER_ND"] > 0 and ops["serving_one"]["SCATTER_ND"] == 0, ops
+    lite = LiteRTModel(paths[name])
+    assert lite.meta["one_text_signature"] == "serving_one"
+    for i in range(len(SENTENCES)):
+        inputs = {k: v[i:i + 1] for k, v in INPUTS[name].items()}
+        _assert_same(lite.serve(**inputs), models[name].serve_numpy(*inputs.values()))
+    assert list(lite._shapes) == [id(lite.one_text_runner)]            # serving_default was never called
+    assert "serving_one" not in _subgraph_ops(paths["ner"])             # the other kinds: serving_default only
 
 
 def test_readable_methods_answer_as_the_task_models(exports):
