@@ -19,6 +19,12 @@ Signature serving_default, per task kind (inputs [B] strings; multiple choice en
 Outputs equal the SavedModel's (float outputs within float error). The model's kind and names travel in the
 file's metadata ("bert_keras", JSON), which LiteRTModel reads.
 
+A classifier's file also holds serving_one: the same inputs and outputs for one text (inputs [1]), traced with that
+static batch and the text packed to its own length, under `layers.litert_layers(one_sequence=True)`: its encoder
+has no padding to skip, so no gathers, and constant-shape reshapes, which XNNPACK takes whole (5 delegated
+partitions for MiniLM against serving_default's ~30). The weights are stored once for both. LiteRTModel calls it
+for a single text.
+
 Precision: fp32; fp16 (float16 weights, computed in float32); int8 (int8 weights per channel, activations
 quantized per call: "dynamic range", XNNPACK's int8 path). The tokenizer is untouched by either.
 """

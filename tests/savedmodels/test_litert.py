@@ -246,6 +246,8 @@ def test_minilm_classifier_matches_its_serve_within_1e4(minilm_dir, tmp_path, sh
     lite = LiteRTModel(path)
     for i in range(0, len(texts), 32):
         _assert_same(lite.serve(text=texts[i:i + 32]), model.serve_numpy(texts[i:i + 32]))
+    for text in texts[:64] + SENTENCES:                                 # one at a time: serving_one
+        _assert_same(lite.serve(text=[text]), model.serve_numpy([text]))
 
 
 def _sst2_dev(shared_data):
