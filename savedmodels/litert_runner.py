@@ -5,7 +5,8 @@
     model.serve(text=["a gorgeous film"])  # the serving_default tensors, as NumPy
 
 Runs on `ai_edge_litert.interpreter.InterpreterWithCustomOps` with TF.Text's TFLite kernels
-(`tensorflow_text.tflite_registrar.SELECT_TFTEXT_OPS`); XNNPACK runs the encoder. The methods answer as
+(`tensorflow_text.tflite_registrar.SELECT_TFTEXT_OPS`); XNNPACK runs the encoder. A single text goes to a
+classifier's one-text signature (`serving_one`, see savedmodels/litert.py), anything else to serving_default. The methods answer as
 BertClassifier.classify, BertSpanLabeler.answer, BertMultipleChoice.choose and BertTagger.entities do; the two
 substrings the file cannot cut (a span's answer, an entity's text) are cut here from the character offsets.
 """
