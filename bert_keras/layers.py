@@ -197,7 +197,7 @@ class TransformerBlock(keras.layers.Layer):
         converter folds into one constant: int8 quantizes the input once instead of three times, and the GEMM
         is wider. Elsewhere the kernels are variables, which that concat would copy on every call."""
         dense = [self.key, self.value] if cls_only else [self.query, self.key, self.value]
-        if _litert.on:
+        if _trace.litert:
             kernel = ops.concatenate([d.kernel for d in dense], axis=1)
             bias = ops.concatenate([d.bias for d in dense], axis=0)
             projected = ops.split(ops.matmul(h, kernel) + bias, len(dense), axis=-1)
@@ -249,15 +249,29 @@ def _reshape_target(x, tail, keep=2):
 
 _SAME_WIDTH_INT = {tf.float32: tf.int32, tf.bfloat16: tf.int16, tf.float16: tf.int16}
 _PER_FLOAT64 = {tf.float32: 2, tf.bfloat16: 4, tf.float16: 4}       # elements that make one float64's 8 bytes
-_integer_swaps = threading.local()
 
 
-class _LiteRTTrace(threading.local):
-    on = False
-    one_sequence = False
+class _TraceFlags(threading.local):
+    """How the layers trace in this thread: set by integer_head_swaps() and litert_layers(), read while tracing."""
+    integer_swaps = False           # swap_heads through the same-width integer view
+    litert = False                  # plain transposes, one Q/K/V matmul
+    one_sequence = False            # RealTokens as constant-shape reshapes
 
 
-_litert = _LiteRTTrace()
+_trace = _TraceFlags()
+
+
+@contextlib.contextmanager
+def _tracing(**flags):
+    """Sets _trace's `flags` within the block, restoring the previous values after it."""
+    previous = {name: getattr(_trace, name) for name in flags}
+    for name, value in flags.items():
+        setattr(_trace, name, value)
+    try:
+        yield
+    finally:
+        for name, value in previous.items():
+            setattr(_trace, name, value)
 
 
 @contextlib.contextmanager
@@ -269,12 +283,8 @@ def integer_head_swaps():
         >>> with integer_head_swaps():          # doctest: +SKIP
         ...     function = tf.function(model.serve).get_concrete_function(spec)
     """
-    previous = getattr(_integer_swaps, "on", False)
-    _integer_swaps.on = True
-    try:
+    with _tracing(integer_swaps=True):
         yield
-    finally:
-        _integer_swaps.on = previous
 
 
 @contextlib.contextmanager
@@ -295,22 +305,18 @@ def litert_layers(one_sequence: bool = False):
         >>> with litert_layers(one_sequence=True):          # doctest: +SKIP
         ...     function = tf.function(model.serve).get_concrete_function(tf.TensorSpec([1], tf.string))
     """
-    previous = (_litert.on, _litert.one_sequence)
-    _litert.on, _litert.one_sequence = True, one_sequence
-    try:
+    with _tracing(litert=True, one_sequence=one_sequence):
         yield
-    finally:
-        _litert.on, _litert.one_sequence = previous
 
 
 def _bit_view(dtype):
     """The dtype (and elements per item) a head swap moves `dtype`'s bits as: float64 on TensorFlow's CPU runtime,
     the same-width integer under `integer_head_swaps()` or a TPUStrategy, None (a plain transpose) under
     `litert_layers()` and for other dtypes."""
-    if _litert.on:
+    if _trace.litert:
         return None
     strategy = tf.distribute.get_strategy()
-    if getattr(_integer_swaps, "on", False) or isinstance(strategy, (tf.distribute.TPUStrategy,
+    if _trace.integer_swaps or isinstance(strategy, (tf.distribute.TPUStrategy,
                                                                      tf.distribute.experimental.TPUStrategy)):
         return (_SAME_WIDTH_INT[dtype], 1) if dtype in _SAME_WIDTH_INT else None
     return (tf.float64, _PER_FLOAT64[dtype]) if dtype in _PER_FLOAT64 else None
@@ -357,7 +363,7 @@ class RealTokens:
 
     def __init__(self, input_mask):
         self.index, self.mask = None, input_mask
-        self.flat = _litert.one_sequence
+        self.flat = _trace.one_sequence
         if not self.flat and not control_flow_util.GraphOrParentsInXlaContext(
                 tf.compat.v1.get_default_graph()):
             self.index = tf.where(tf.reshape(input_mask, [-1]) > 0)[:, 0]      # [T] into the flat B * S

@@ -6,9 +6,10 @@
 
 Runs on `ai_edge_litert.interpreter.InterpreterWithCustomOps` with TF.Text's TFLite kernels
 (`tensorflow_text.tflite_registrar.SELECT_TFTEXT_OPS`); XNNPACK runs the encoder. A single text goes to a
-classifier's one-text signature (`serving_one`, see savedmodels/litert.py), anything else to serving_default. The methods answer as
-BertClassifier.classify, BertSpanLabeler.answer, BertMultipleChoice.choose and BertTagger.entities do; the two
-substrings the file cannot cut (a span's answer, an entity's text) are cut here from the character offsets.
+classifier's one-text signature (`serving_one`, see savedmodels/litert.py), anything else to serving_default.
+The methods answer as BertClassifier.classify, BertSpanLabeler.answer, BertMultipleChoice.choose and
+BertTagger.entities do; the two substrings the file cannot cut (a span's answer, an entity's text) are cut here
+from the character offsets.
 """
 
 from __future__ import annotations
