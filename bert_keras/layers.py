@@ -18,6 +18,8 @@ import tensorflow as tf
 from keras import ops
 from tensorflow.python.ops import control_flow_util
 
+from bert_keras.backends import on_tensorflow
+
 _PACKAGE = "bert_keras"
 
 
@@ -322,9 +324,15 @@ def _bit_view(dtype):
     return (tf.float64, _PER_FLOAT64[dtype]) if dtype in _PER_FLOAT64 else None
 
 
-@tf.custom_gradient
 def swap_heads(x):
-    """[B, S, N, D] <-> [B, N, S, D] (the permutation (0, 2, 1, 3) is its own inverse), the bits moved as float64.
+    """[B, S, N, D] <-> [B, N, S, D] (the permutation (0, 2, 1, 3) is its own inverse). On TensorFlow the bits move
+    as float64 (`tf_swap_heads`); on JAX and PyTorch it is a plain transpose (XLA fuses it into the matmuls)."""
+    return tf_swap_heads(x) if on_tensorflow() else ops.transpose(x, (0, 2, 1, 3))
+
+
+@tf.custom_gradient
+def tf_swap_heads(x):
+    """TensorFlow's `swap_heads`: [B, S, N, D] <-> [B, N, S, D], the bits moved as float64.
 
     Why: with oneDNN on (bert_keras turns it on; TF's default on AVX-512 x86) a float32/bfloat16 Transpose becomes
     _MklTranspose, which sets up a reorder per call and dominates small requests; TF's own transpose of the same
@@ -355,8 +363,8 @@ class RealTokens:
     batches are half padding, so this halves the work of a block; attention still sees [B, S] with the mask.
     With no padding to skip, the gather and scatters are pure overhead (docs/performance.md).
 
-    Under XLA (jit_compile, TPU) shapes must be static: there both are the identity and padding is computed,
-    as google-research does. Under `litert_layers(one_sequence=True)` (a LiteRT graph of one unpadded sequence)
+    Under XLA (jit_compile, TPU, and always on JAX and PyTorch) shapes must be static: there both are the
+    identity and padding is computed, as google-research does. Under `litert_layers(one_sequence=True)` (a LiteRT graph of one unpadded sequence)
     both are constant-shape reshapes between [B, S, C] and [B * S, C], which XNNPACK takes. Outputs at real
     positions are the same every way; at padding they are 0 here.
     """
@@ -364,7 +372,7 @@ class RealTokens:
     def __init__(self, input_mask):
         self.index, self.mask = None, input_mask
         self.flat = _trace.one_sequence
-        if not self.flat and not control_flow_util.GraphOrParentsInXlaContext(
+        if not self.flat and on_tensorflow() and not control_flow_util.GraphOrParentsInXlaContext(
                 tf.compat.v1.get_default_graph()):
             self.index = tf.where(tf.reshape(input_mask, [-1]) > 0)[:, 0]      # [T] into the flat B * S
 

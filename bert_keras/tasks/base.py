@@ -19,6 +19,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from bert_keras.backends import host_inference, on_tensorflow, pad_batch_lengths
 from bert_keras.encoder import INPUT_NAMES
 
 
@@ -129,9 +130,13 @@ class TaskModel(keras.Model):
 
     def inference(self, ids):
         """The model on an id batch in inference mode: what `serve` (and so every serving signature) runs between
-        preprocessing and decoding. An export may shadow it on the instance, e.g. with a shape-bucketed,
-        XLA-compiled call (savedmodels/xla.py)."""
-        return self(ids, training=False)
+        preprocessing and decoding. On JAX or PyTorch the model runs on the backend through a NumPy hand-off
+        (backends.host_inference); the decoding around it stays TensorFlow. An export may shadow it on the
+        instance, e.g. with a shape-bucketed, XLA-compiled call (savedmodels/xla.py)."""
+        if on_tensorflow():
+            return self(ids, training=False)
+        pre = self.require_preprocessor()
+        return host_inference(self, ids, pre.pad_id, pre.max_seq_length)
 
     def batch(self, ds: tf.data.Dataset, batch_size: int, drop_remainder: bool) -> tf.data.Dataset:
         """Unbatched (x, y) or x elements -> batches of raw inputs."""
@@ -176,10 +181,15 @@ class TaskModel(keras.Model):
             step = tf.autograph.experimental.do_not_convert(lambda *x: self.preprocess(x if len(x) > 1 else x[0]))
         ds = ds.map(step, num_parallel_calls=tf.data.AUTOTUNE)
         ds = self.after_preprocess(ds, batch_size, training, seed, bool(drop_remainder))
+        if not on_tensorflow() and self.preprocessor.seq_length is None:    # a few static shapes for XLA
+            ds = pad_batch_lengths(ds, self.preprocessor.pad_id, self.preprocessor.max_seq_length,
+                                   self.target_padding)
         if drop_remainder and self.preprocessor.seq_length and not isinstance(x, tf.data.Dataset):
             from bert_keras.training.static_shapes import with_static_shapes
             ds = with_static_shapes(ds, batch_size)         # fixed by construction: let a TPU compile see it
         return ds.prefetch(tf.data.AUTOTUNE)
+
+    target_padding = None     # targets with a sequence axis ([B, S]) are padded with this on JAX (backends.py)
 
     def after_preprocess(self, ds, batch_size, training, seed, drop_remainder):
         """Batches of (ids, targets) -> the batches to train on (SQuAD re-batches its windows here)."""

@@ -115,6 +115,8 @@ class BertTagger(TaskModel):
         super().__init__(inputs, logits, encoder, preprocessor, name=name, num_labels=num_labels, dropout=dropout,
                          label_names=label_names)
 
+    target_padding = IGNORE                     # piece labels [B, S] padded on JAX are ignored, as padding is
+
     @property
     def label_names(self) -> list[str]:
         """The IOB2 label of each logit, in order."""
@@ -173,7 +175,7 @@ class BertTagger(TaskModel):
         """words [B, (words)] -> {"label_ids": [words in the batch] int32, each word's first piece's best label
         (-1 for a word with no piece in the sequence), "row_lengths": [B] int64}, in-graph."""
         x, _, word_index = tag_inputs(self.require_preprocessor(), words)
-        best = tf.argmax(self(x, training=False), axis=-1, output_type=tf.int32)            # [B, L]
+        best = tf.argmax(self.inference(x), axis=-1, output_type=tf.int32)                  # [B, L]
         first = word_index >= 0
         where = tf.where(first)                                                             # [words kept, 2]
         flat = tf.gather(words.row_splits, where[:, 0]) + tf.cast(tf.boolean_mask(word_index, first), tf.int64)

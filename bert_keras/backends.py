@@ -1,0 +1,118 @@
+"""The same models on TensorFlow, JAX and PyTorch: what changes with Keras' backend, in one place.
+
+TensorFlow is always here: TF.Text's WordPiece, `tf.data` and every export run on it. The model math is
+`keras.ops`, so the encoder and the heads run on whichever backend `KERAS_BACKEND` names (keras-hub's habit);
+two TensorFlow-only fast paths (layers.swap_heads' bit view, layers.RealTokens' padding skip) sit behind
+`on_tensorflow()` beside their portable twins. On JAX and PyTorch:
+  - strings never reach the model: the preprocessor runs in `tf.data` on the host and yields NumPy ids;
+  - the compiled step sees static shapes (XLA compiles once per shape), so batches are padded to a few lengths
+    (`padded_length`: multiples of LENGTH_STEP) instead of each batch's longest, and padding is computed, as on a
+    TPU; outputs at real tokens are the same;
+  - a task's in-graph decoding (`serve`: the export's signature, the readable methods) stays TensorFlow, and
+    reaches the model through `host_inference`, a `tf.numpy_function` that runs it on the backend.
+The host pipeline's TensorFlow sees no accelerator on those backends (`hide_accelerators_from_tensorflow`): the
+TPU or GPU belongs to JAX (or PyTorch), and a second claim on it fails.
+"""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+LENGTH_STEP = 32            # sequence lengths a JAX/PyTorch step compiles for: 32, 64, 96, ... (max_seq_length)
+
+
+def backend() -> str:
+    """Keras' backend: "tensorflow", "jax", "torch" (or "numpy")."""
+    return keras.backend.backend()
+
+
+def on_tensorflow() -> bool:
+    """True on Keras' TensorFlow backend, where the TensorFlow-only fast paths and graph tracing apply."""
+    return backend() == "tensorflow"
+
+
+def hide_accelerators_from_tensorflow() -> None:
+    """On JAX or PyTorch: TensorFlow (the host's tf.data and TF.Text) keeps off the GPUs and TPUs, which belong to
+    the backend. No-op on TensorFlow, and once TensorFlow's devices are set up (then it is too late to change)."""
+    if on_tensorflow():
+        return
+    try:
+        tf.config.set_visible_devices([], "GPU")
+        tf.config.set_visible_devices([], "TPU")
+    except (RuntimeError, ValueError):          # devices already initialised, or no such device type
+        pass
+
+
+def padded_length(length, max_length: int):
+    """A sequence length -> the length a JAX/PyTorch step runs at: the next multiple of LENGTH_STEP, at most
+    `max_length` (and at least `length`). Works on ints and on TensorFlow scalars (in tf.data)."""
+    if isinstance(length, (int, np.integer)):
+        return max(int(length), min(-(-int(length) // LENGTH_STEP) * LENGTH_STEP, max_length))
+    length = tf.cast(length, tf.int32)
+    return tf.maximum(length, tf.minimum((length + LENGTH_STEP - 1) // LENGTH_STEP * LENGTH_STEP, max_length))
+
+
+def pad_ids(ids: dict, length, pad_id: int) -> dict:
+    """The id dict ([..., S] each) padded on its last axis to `length` ([PAD] ids, mask 0, segment 0)."""
+    fill = {"input_word_ids": pad_id, "input_mask": 0, "input_type_ids": 0}
+    out = {}
+    for name, value in ids.items():
+        extra = length - tf.shape(value)[-1]
+        paddings = tf.concat([tf.zeros([tf.rank(value) - 1, 2], tf.int32), [[0, extra]]], 0)
+        out[name] = tf.pad(value, paddings, constant_values=tf.cast(fill.get(name, 0), value.dtype))
+    return out
+
+
+def pad_batch_lengths(ds: tf.data.Dataset, pad_id: int, max_length: int, target_fill=None) -> tf.data.Dataset:
+    """Batches of (id dict, targets) or id dicts -> the same, the ids padded to `padded_length` so a JAX or PyTorch
+    step compiles for a handful of shapes, not one per batch's longest sequence. Targets with a sequence axis
+    ([B, S], a tagger's labels) are padded with `target_fill`; None leaves targets alone."""
+    def pad(*element):
+        ids, targets = (element[0], element[1]) if len(element) == 2 else (element[0], None)
+        length = padded_length(tf.shape(ids["input_word_ids"])[-1], max_length)
+        ids = pad_ids(ids, length, pad_id)
+        if targets is None:
+            return ids
+        if target_fill is not None:
+            targets = tf.pad(targets, [[0, 0], [0, length - tf.shape(targets)[-1]]], constant_values=target_fill)
+        return ids, targets
+    return ds.map(tf.autograph.experimental.do_not_convert(pad), num_parallel_calls=tf.data.AUTOTUNE)
+
+
+def host_inference(model: keras.Model, ids: dict, pad_id: int, max_length: int):
+    """model(ids, training=False) from TensorFlow code (a task's `serve`) when the model runs on JAX or PyTorch:
+    a `tf.numpy_function` hands the ids to the backend as NumPy at a `padded_length` (so its compiled predict step
+    is reused), and the outputs come back trimmed to the ids' length as float32 tensors of the model's structure.
+
+    Args:
+        model: a Keras model on the id dict (a task model).
+        ids: dict of [B, S] (or [B, C, S]) int32 tensors.
+        pad_id: int. The vocabulary's [PAD] id.
+        max_length: int. The longest length the model takes (the preprocessor's max_seq_length).
+
+    Returns:
+        The model's outputs (a tensor or a dict), as tf.Tensor.
+    """
+    names = sorted(ids)
+    specs = tf.nest.flatten(model.output)            # the functional model's output structure
+    rank = ids["input_word_ids"].shape.rank
+
+    def run(*arrays):
+        x = dict(zip(names, arrays))
+        length = x["input_word_ids"].shape[-1]
+        padded = padded_length(length, max_length)
+        if padded != length:
+            fill = {"input_word_ids": pad_id}
+            x = {k: np.pad(v, [(0, 0)] * (v.ndim - 1) + [(0, padded - length)], constant_values=fill.get(k, 0))
+                 for k, v in x.items()}
+        out = tf.nest.flatten(model.predict_on_batch(x))
+        # An output whose axis 1 is the sequence ([B, S] span logits, [B, S, K] tag logits) loses the padding.
+        return [np.asarray(o[:, :length] if rank == 2 and s.shape[1] is None and o.ndim >= 2 else o, np.float32)
+                for o, s in zip(out, specs)]
+
+    flat = tf.numpy_function(run, [ids[k] for k in names], [tf.float32] * len(specs), stateful=False)
+    for tensor, spec in zip(flat, specs):
+        tensor.set_shape([None] * len(spec.shape))
+    return tf.nest.pack_sequence_as(model.output, flat)

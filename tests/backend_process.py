@@ -1,0 +1,26 @@
+"""Runs Python code in a new interpreter on another Keras backend: the JAX route's tests build, train or load a
+model there and hand arrays back through files, while the test's own process stays on TensorFlow (Keras picks
+its backend once per process, at import).
+
+    run_on_backend(code, backend="jax", devices=8)     # -> the program's standard output
+
+`devices` > 1 sets XLA_FLAGS=--xla_force_host_platform_device_count, JAX's simulated CPU devices (the CPU
+stand-in for a TPU's cores)."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def run_on_backend(code: str, backend: str = "jax", devices: int = 1, timeout: float = 1200, cwd=None) -> str:
+    env = {**os.environ, "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": REPO}
+    env.pop("XLA_FLAGS", None)
+    if devices > 1:
+        env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
+    result = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                            env=env, timeout=timeout, cwd=cwd or REPO)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
+    return result.stdout
