@@ -81,10 +81,17 @@ def pad_batch_lengths(ds: tf.data.Dataset, pad_id: int, max_length: int, target_
     return ds.map(tf.autograph.experimental.do_not_convert(pad), num_parallel_calls=tf.data.AUTOTUNE)
 
 
+def distributed_devices() -> int:
+    """How many devices Keras' distribution (JAX) splits a batch over; 1 without one."""
+    distribution = keras.distribution.distribution() if not on_tensorflow() else None
+    return 1 if distribution is None else int(np.size(distribution.device_mesh.devices))
+
+
 def host_inference(model: keras.Model, ids: dict, pad_id: int, max_length: int):
     """model(ids, training=False) from TensorFlow code (a task's `serve`) when the model runs on JAX or PyTorch:
     a `tf.numpy_function` hands the ids to the backend as NumPy at a `padded_length` (so its compiled predict step
-    is reused), and the outputs come back trimmed to the ids' length as float32 tensors of the model's structure.
+    is reused; rows padded to a multiple of the devices a data-parallel distribution splits them over), and the
+    outputs come back trimmed to the ids' rows and length as float32 tensors of the model's structure.
 
     Args:
         model: a Keras model on the id dict (a task model).
@@ -107,10 +114,14 @@ def host_inference(model: keras.Model, ids: dict, pad_id: int, max_length: int):
             fill = {"input_word_ids": pad_id}
             x = {k: np.pad(v, [(0, 0)] * (v.ndim - 1) + [(0, padded - length)], constant_values=fill.get(k, 0))
                  for k, v in x.items()}
+        rows = x["input_word_ids"].shape[0]
+        devices = distributed_devices()
+        if rows % devices:        # a data-parallel step splits the batch over the devices: whole rows each
+            x = {k: np.concatenate([v, np.repeat(v[-1:], devices - rows % devices, 0)]) for k, v in x.items()}
         out = tf.nest.flatten(model.predict_on_batch(x))
         # An output whose axis 1 is the sequence ([B, S] span logits, [B, S, K] tag logits) loses the padding.
-        return [np.asarray(o[:, :length] if rank == 2 and s.shape[1] is None and o.ndim >= 2 else o, np.float32)
-                for o, s in zip(out, specs)]
+        return [np.asarray(o[:rows, :length] if rank == 2 and s.shape[1] is None and o.ndim >= 2 else o[:rows],
+                           np.float32) for o, s in zip(out, specs)]
 
     flat = tf.numpy_function(run, [ids[k] for k in names], [tf.float32] * len(specs), stateful=False)
     for tensor, spec in zip(flat, specs):

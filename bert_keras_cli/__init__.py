@@ -4,3 +4,29 @@
     savedmodels  TF Serving exports and the serving side, built on bert_keras
     bert_keras_cli  this package: thin commands over both (`bert_keras` never imports it or savedmodels)
 """
+
+import os as _os
+import sys as _sys
+
+
+def _backend_from_command_line(argv) -> str | None:
+    """`--backend NAME` (or `--backend=NAME`) among the arguments, else None."""
+    for i, arg in enumerate(argv):
+        if arg == "--backend" and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith("--backend="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+# Keras fixes its backend when it is first imported, which bert_keras (imported below this package) does: so
+# `bert-keras finetune --backend jax` sets KERAS_BACKEND here, before anything imports Keras.
+_wanted = _backend_from_command_line(_sys.argv[1:]) if _os.path.basename(_sys.argv[0]) == "bert-keras" or \
+    _sys.argv[0].endswith(("bert_keras_cli/main.py", "-m")) else None
+if _wanted == "jax":
+    import importlib.util as _util
+    if _util.find_spec("jax") is None:
+        _sys.exit("bert-keras: error: --backend jax needs JAX: pip install jax (on a TPU VM: pip install "
+                  "'jax[tpu]')")
+if _wanted in ("tensorflow", "jax"):
+    _os.environ["KERAS_BACKEND"] = _wanted

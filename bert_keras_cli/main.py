@@ -155,6 +155,7 @@ def finetune_config(args):
         max_train_examples=args.max_train_examples, max_eval_examples=args.max_eval_examples,
         mixed_precision=args.mixed_precision, jit_compile=args.jit_compile,
         steps_per_execution=args.steps_per_execution, strategy=args.strategy, tpu=args.tpu, seed=args.seed,
+        backend=args.backend,
         task_args=task_args, progress=not args.quiet, log_every=args.log_every)
 
 
@@ -226,6 +227,7 @@ def cmd_pretrain(args) -> None:
         schedule=args.schedule, weight_decay=args.weight_decay, adam_epsilon=args.adam_epsilon,
         mixed_precision=args.mixed_precision, jit_compile=args.jit_compile,
         steps_per_execution=args.steps_per_execution, strategy=args.strategy, tpu=args.tpu, seed=args.seed,
+        backend=args.backend,
         progress=not args.quiet, log_every=args.log_every)
     try:
         result = pretrain(config)
@@ -381,7 +383,13 @@ def add_training_flags(p, learning_rate: float, schedule: str) -> None:
                    help="Keras mixed-precision policy (mixed_bfloat16 on TPU)")
     p.add_argument("--jit-compile", action="store_true", help="compile the train step with XLA")
     p.add_argument("--steps-per-execution", type=int, default=1, help="steps per TPU call (default 1)")
-    p.add_argument("--strategy", default="auto", choices=["auto", "tpu", "mirrored", "multi_worker", "cpu"])
+    p.add_argument("--strategy", default="auto", choices=["auto", "tpu", "mirrored", "multi_worker", "cpu"],
+                   help="auto: a TPU when one is signalled, else several GPUs, else one device; on the JAX backend "
+                        "data parallel over every JAX device (a TPU's cores); tpu; cpu (one device); mirrored and "
+                        "multi_worker: TensorFlow only")
+    p.add_argument("--backend", choices=["tensorflow", "jax"],
+                   help="Keras backend to train on (default: $KERAS_BACKEND, else tensorflow; jax is the route "
+                        "for today's Colab and Kaggle TPUs). The model file loads on either")
     p.add_argument("--tpu", help="Cloud TPU name or grpc://host:8470 (default: $TPU_NAME, else this TPU VM's TPU)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quiet", action="store_true", help="one line per epoch instead of a progress bar")
@@ -556,9 +564,23 @@ def parse_command_line(argv=None) -> argparse.Namespace:
     return args
 
 
+def _check_backend(wanted: str | None) -> None:
+    """`--backend` must be the backend Keras runs (set before Keras loads: by this package's __init__ for the
+    command, by KERAS_BACKEND for a process that calls main() itself)."""
+    import keras
+    if wanted and wanted != keras.backend.backend():
+        raise CommandError(f"--backend {wanted}, but Keras already runs on {keras.backend.backend()} in this "
+                           f"process: run `KERAS_BACKEND={wanted} bert-keras ...` or the bert-keras command itself")
+    if keras.backend.backend() == "jax":
+        import importlib.util
+        if importlib.util.find_spec("jax") is None:
+            raise CommandError("the JAX backend needs JAX: pip install jax (on a TPU VM: pip install 'jax[tpu]')")
+
+
 def main(argv=None) -> int:
     args = parse_command_line(argv)
     try:
+        _check_backend(getattr(args, "backend", None))
         args.func(args)
     except CommandError as e:
         print(f"bert-keras {args.command}: error: {e}", file=sys.stderr)

@@ -104,6 +104,7 @@ def pretrain(config: PretrainConfig) -> dict:
     from bert_keras.pretraining.dataset import dynamic_masking_dataset, records_dataset
     from bert_keras.pretraining.records import check_records, record_files
     from bert_keras.tasks.pretrainer import BertPretrainer
+    from bert_keras.training.data_parallel import distributed_devices
     from bert_keras.training.input_pipelines import distributed_input
     from bert_keras.training.setup import compile_for_training, fit, log_callbacks, output_folder, start
     from bert_keras.training.static_shapes import with_static_shapes
@@ -137,11 +138,12 @@ def pretrain(config: PretrainConfig) -> dict:
         compile_for_training(model, config, config.train_steps, warmup, optimizer=config.optimizer)
         model.optimizer.build(model.trainable_variables)       # built up front: see TaskModel._maybe_symbolic_build
         step = checkpoint.restored_step(model)
-    replicas = strategy.num_replicas_in_sync
+    replicas = strategy.num_replicas_in_sync         # input pipelines' unit (JAX: 1, its devices split each batch)
+    devices = replicas * distributed_devices()
     if step:
         print(f"resumed from step {step} ({checkpoint.folder})", flush=True)
     if step >= config.train_steps:
-        return {"history": [], "step": step, "out": out, "replicas": replicas}
+        return {"history": [], "step": step, "out": out, "replicas": devices}
 
     def make_dataset(shard: int, shards: int, batch_size: int):
         """One input pipeline: its part of the data, per-replica batches, from the first batch it has not fed."""
@@ -160,7 +162,7 @@ def pretrain(config: PretrainConfig) -> dict:
                   callbacks=[checkpoint, *log_callbacks(out, "mlm_accuracy", config.log_every)])
     _save(model, preprocessor, out)
     history = [dict(zip(history.history, values)) for values in zip(*history.history.values())]
-    return {"history": history, "step": config.train_steps, "out": out, "replicas": replicas, "model": model}
+    return {"history": history, "step": config.train_steps, "out": out, "replicas": devices, "model": model}
 
 
 def _save(model, preprocessor, out: str):

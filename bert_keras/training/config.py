@@ -24,7 +24,10 @@ class TrainingConfig:
         mixed_precision: a Keras policy, "mixed_bfloat16" (TPU) or "mixed_float16" (GPU); None: float32.
         jit_compile: compile the train step with XLA.
         steps_per_execution: training steps per call into the compiled step (TPUs: e.g. 100).
-        strategy: "auto", "tpu", "mirrored", "multi_worker" or "cpu" (bert_keras.training.create_strategy).
+        strategy: "auto", "tpu", "mirrored", "multi_worker" or "cpu" (bert_keras.training.create_strategy); on
+            the JAX backend "auto" (data parallel over every JAX device), "tpu" or "cpu" (data_parallel.py).
+        backend: the Keras backend the run needs ("tensorflow" or "jax"); None: whichever this process runs
+            (KERAS_BACKEND, fixed when Keras is imported). The run records the one it used.
         tpu: a Cloud TPU name or grpc://host:8470; None: $TPU_NAME, else this TPU VM's own TPU.
         seed: seeds Python, NumPy and TensorFlow (weights of new layers, shuffling, dropout).
         progress: a progress bar (True) or one line per epoch.
@@ -47,6 +50,7 @@ class TrainingConfig:
     jit_compile: bool = False
     steps_per_execution: int = 1
     strategy: str = "auto"
+    backend: str | None = None
     tpu: str | None = None
     seed: int = 0
     progress: bool = True

@@ -16,6 +16,8 @@ from __future__ import annotations
 import keras
 from keras import ops
 
+from bert_keras.backends import on_tensorflow
+
 # Keras variable names (the last path component): LayerNorm's gamma/beta and every bias skip weight decay.
 NO_DECAY = ["gamma", "beta", "bias"]
 
@@ -84,7 +86,8 @@ class BertAdamW(keras.optimizers.AdamW):
         """One fused kernel per variable (TF's ApplyAdam, as Keras 2 and tf.compat.v1 Adam ran): it computes
         var -= lr * sqrt(1 - b2^t) / (1 - b1^t) * m / (sqrt(v) + eps'), which with eps' = eps * sqrt(1 - b2^t)
         is exactly lr * m_hat / (sqrt(v_hat) + eps). One pass over the weights instead of a dozen element-wise
-        ops, which on CPU are a visible share of a fine-tuning step (docs/performance.md)."""
+        ops, which on CPU are a visible share of a fine-tuning step (docs/performance.md). On JAX and PyTorch the
+        same update in keras.ops (XLA fuses it there)."""
         import tensorflow as tf
         dtype = variable.dtype
         step = ops.cast(self.iterations + 1, dtype)
@@ -92,6 +95,14 @@ class BertAdamW(keras.optimizers.AdamW):
         beta_1_power, beta_2_power = ops.power(beta_1, step), ops.power(beta_2, step)
         index = self._get_variable_index(variable)
         m, v = self._momentums[index], self._velocities[index]
+        if not on_tensorflow():
+            gradient = ops.cast(gradient, dtype)
+            self.assign_add(m, (gradient - m) * (1 - beta_1))
+            self.assign_add(v, (ops.square(gradient) - v) * (1 - beta_2))
+            rate = ops.cast(learning_rate, dtype) * ops.sqrt(1 - beta_2_power) / (1 - beta_1_power)
+            epsilon = ops.cast(self.epsilon, dtype) * ops.sqrt(1 - beta_2_power)
+            self.assign_sub(variable, rate * m / (ops.sqrt(v) + epsilon))
+            return
         gradient = tf.convert_to_tensor(gradient, dtype)         # dense, as PyTorch's AdamW (embeddings too)
         tf.raw_ops.ResourceApplyAdam(
             var=_handle(variable), m=_handle(m), v=_handle(v), beta1_power=beta_1_power,

@@ -16,7 +16,7 @@ def versions() -> dict:
     """The versions of Python and of the packages a run's numbers depend on (None: not installed)."""
     import bert_keras
     found = {"python": sys.version.split()[0], "bert_keras": bert_keras.__version__}   # the code that ran
-    for package in ("tensorflow", "keras", "tensorflow-text", "numpy"):
+    for package in ("tensorflow", "keras", "tensorflow-text", "numpy", "jax", "jaxlib"):
         try:
             found[package] = importlib.metadata.version(package)
         except importlib.metadata.PackageNotFoundError:
@@ -37,11 +37,24 @@ def cpu_name() -> str:
 
 
 def host(strategy) -> dict:
-    """The machine a run trained on: CPU, core count, accelerators, the distribution strategy and its replicas."""
+    """The machine a run trained on: CPU, core count, Keras' backend, accelerators, the distribution strategy (on
+    JAX: Keras' distribution and JAX's devices) and its replicas (devices a batch is split over)."""
+    import keras
     import tensorflow as tf
+
+    from bert_keras.training.data_parallel import distributed_devices
+    found = {"platform": platform.platform(), "cpu": cpu_name(), "cpus": os.cpu_count(),
+             "backend": keras.backend.backend()}
+    if keras.backend.backend() == "jax":
+        import jax
+        devices = jax.devices()
+        distribution = keras.distribution.distribution()
+        return {**found, "accelerators": [str(d) for d in devices if d.platform != "cpu"],
+                "devices": f"{devices[0].platform} x {len(devices)}",
+                "strategy": type(distribution).__name__ if distribution else "one device",
+                "replicas": distributed_devices()}
     accelerators = [d.name for d in tf.config.list_logical_devices() if d.device_type not in ("CPU",)]
-    return {"platform": platform.platform(), "cpu": cpu_name(), "cpus": os.cpu_count(),
-            "accelerators": accelerators, "strategy": type(strategy).__name__,
+    return {**found, "accelerators": accelerators, "strategy": type(strategy).__name__,
             "replicas": strategy.num_replicas_in_sync}
 
 
@@ -57,7 +70,9 @@ def run_record(config, strategy) -> dict:
         >>> record["config"]["batch_size"], record["seed"]
         (32, 0)
     """
-    return {"config": dataclasses.asdict(config), "seed": config.seed, "versions": versions(),
+    import keras
+    settings = {**dataclasses.asdict(config), "backend": keras.backend.backend()}    # what ran, for --from-record
+    return {"config": settings, "seed": config.seed, "versions": versions(),
             "host": host(strategy)}
 
 

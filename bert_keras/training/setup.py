@@ -15,15 +15,18 @@ import os
 import keras
 import tensorflow as tf
 
+from bert_keras.backends import backend, on_tensorflow
 from bert_keras.training.callbacks import LearningRateLog, TensorBoard, TrainingCurves
 from bert_keras.training.optimizer import create_optimizer
+from bert_keras.training.data_parallel import distributed_devices, start_data_parallel
 from bert_keras.training.strategy import create_strategy
 
 
 def start(config) -> tf.distribute.Strategy:
     """The run's tf.distribute strategy, then the seeds and the mixed-precision policy of `config`
     (a TrainingConfig). The strategy comes first: MultiWorkerMirroredStrategy must configure its collectives
-    before TensorFlow runs any op.
+    before TensorFlow runs any op. On Keras' JAX backend the strategy is TensorFlow's default (the host's input
+    pipeline) and Keras' distribution splits each batch over JAX's devices (data_parallel.py).
 
     Example:
         >>> from bert_keras.finetune import FinetuneConfig
@@ -31,7 +34,17 @@ def start(config) -> tf.distribute.Strategy:
         >>> strategy.num_replicas_in_sync
         1
     """
-    strategy = create_strategy(config.strategy, config.tpu)
+    if not on_tensorflow():         # JAX: one host pipeline, keras.distribution over the devices (data_parallel.py)
+        if config.backend not in (None, backend()):
+            raise ValueError(f"this run asks for the {config.backend} backend but Keras runs on {backend()}: set "
+                             f"KERAS_BACKEND={config.backend} before Python starts (bert-keras: --backend)")
+        start_data_parallel(config.strategy, config.batch_size)
+        strategy = tf.distribute.get_strategy()
+    else:
+        if config.backend not in (None, "tensorflow"):
+            raise ValueError(f"this run asks for the {config.backend} backend but Keras runs on TensorFlow: set "
+                             f"KERAS_BACKEND={config.backend} before Python starts (bert-keras: --backend)")
+        strategy = create_strategy(config.strategy, config.tpu)
     keras.utils.set_random_seed(config.seed)
     if config.mixed_precision:
         keras.mixed_precision.set_global_policy(config.mixed_precision)
@@ -56,8 +69,10 @@ def output_folder(strategy, out: str) -> str:
 def static_batches(strategy, seq_length: int | None, jit_compile: bool) -> bool:
     """Whether every training batch must have the same shape, so the last partial batch of an epoch is dropped:
     on a TPU (it compiles the step for fixed shapes), or with a fixed sequence length under XLA. Elsewhere a
-    partial batch costs one more trace at most and every example is trained on."""
-    return isinstance(strategy, tf.distribute.TPUStrategy) or (seq_length is not None and jit_compile)
+    partial batch costs one more trace at most and every example is trained on. On JAX over several devices too:
+    a batch must divide over them."""
+    return (isinstance(strategy, tf.distribute.TPUStrategy) or (seq_length is not None and jit_compile)
+            or distributed_devices() > 1)
 
 
 def compile_for_training(model, config, total_steps: int, warmup_steps: int, optimizer: str = "adamw",
@@ -68,7 +83,7 @@ def compile_for_training(model, config, total_steps: int, warmup_steps: int, opt
     model.compile(optimizer=create_optimizer(config.learning_rate, total_steps, warmup_steps,
                                              weight_decay=config.weight_decay, optimizer=optimizer,
                                              schedule=config.schedule, epsilon=config.adam_epsilon),
-                  jit_compile=config.jit_compile, steps_per_execution=config.steps_per_execution, **compile_args)
+                  jit_compile=config.jit_compile or not on_tensorflow(), steps_per_execution=config.steps_per_execution, **compile_args)
 
 
 def log_callbacks(out: str, metric: str | None, log_every: int = 10) -> list:
