@@ -200,6 +200,6 @@ def pretraining_loss(mlm_logits, masked_lm_ids, masked_lm_weights, nsp_logits=No
     loss = ops.sum(nll * weights) / (ops.sum(weights) + 1e-5)
     if nsp_logits is not None:
         nsp_log_probs = ops.log_softmax(ops.cast(nsp_logits, "float32"), axis=-1)
-        labels = ops.expand_dims(ops.cast(next_sentence_labels, "int32"), -1)
+        labels = ops.reshape(ops.cast(next_sentence_labels, "int32"), (-1, 1))          # [B] or [B, 1] -> [B, 1]
         loss = loss - ops.mean(ops.take_along_axis(nsp_log_probs, labels, axis=-1))
     return loss
