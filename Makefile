@@ -4,6 +4,7 @@
 #               (whole programs: CLI, notebook, several processes), each listing its slowest tests
 # The other tiers:
 #   make test-torch  the tests that compare with PyTorch (installs the [torch] extra: torch 2.13.0, transformers)
+#   make test-jax    the JAX route: the models on Keras' JAX backend (installs the [jax] extra: jax 0.10.2)
 #   make test-hub    TF Hub's BERT tutorials (hub.KerasLayer, tf_keras) on export-hub's SavedModels
 #   make test-slow   long real-data runs
 PYTHON ?= python3
@@ -13,7 +14,7 @@ STAMP := $(VENV)/.installed-$(shell cat setup.cfg pyproject.toml | cksum | cut -
 export TF_CPP_MIN_LOG_LEVEL ?= 3
 export HF_HUB_OFFLINE := 1
 
-.PHONY: demo test test-slow test-torch test-hub benchmark wheel clean
+.PHONY: demo test test-slow test-torch test-jax test-hub benchmark wheel clean
 
 $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,7 +26,7 @@ $(STAMP): setup.cfg pyproject.toml
 demo: $(STAMP)
 	$(VENV)/bin/bert-keras demo
 
-UNIT := not slow and not integration and not torch and not hub
+UNIT := not slow and not integration and not torch and not hub and not jax
 
 # Both tiers run on two processes (pytest-xdist), a test file per process at a time (module fixtures built
 # once): the tests spend most of their time tracing and optimising graphs, one core each. 2026-11-27, 2 idle cores:
@@ -45,6 +46,16 @@ $(TORCH_STAMP): $(STAMP)
 
 test-torch: $(TORCH_STAMP)
 	$(PY) -m pytest -q -m "torch and not slow" --durations=10
+
+# The JAX route (Keras' JAX backend: TPUs today): jax 0.10.2, which resolves beside TensorFlow 2.20, added to the
+# venv. Each test runs models in a JAX subprocess (8 simulated devices for data parallelism): several minutes.
+JAX_STAMP := $(VENV)/.jax-installed
+$(JAX_STAMP): $(STAMP)
+	$(PY) -m pip install -q -e ".[test,garden,beam,litert,jax]" "jax==0.10.2" "jaxlib==0.10.2"
+	touch $@
+
+test-jax: $(JAX_STAMP)
+	$(PY) -m pytest -q -m "jax and not slow" -n 2 --dist loadfile --durations=10
 
 # The [hub] extra's pins, added to the venv (a marker remembers; a rebuilt venv redoes it).
 HUB_STAMP := $(VENV)/.hub-installed

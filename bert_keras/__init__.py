@@ -2,7 +2,13 @@
 
 import os as _os
 
-_os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+# Keras' backend, fixed when Keras loads: KERAS_BACKEND when set; else JAX on a TPU VM without TensorFlow's TPU
+# build (Colab's and Kaggle's TPUs today: backend_route.py), else TensorFlow.
+if "KERAS_BACKEND" not in _os.environ:
+    from bert_keras.backend_route import default_backend as _default_backend
+    _os.environ["KERAS_BACKEND"], _why = _default_backend()
+    if _why:
+        print(f"bert_keras: {_why}", flush=True)
 # oneDNN's CPU kernels on (docs/performance.md: fine-tuning steps); only before TensorFlow loads, and
 # TF_ENABLE_ONEDNN_OPTS=0 keeps them off.
 _os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
@@ -18,6 +24,9 @@ from bert_keras.zoo import from_preset  # noqa: E402
 import bert_keras.tasks  # noqa: E402,F401  (registers the task models and the optimizer schedule for load_model)
 from bert_keras.tasks import load_task_model  # noqa: E402
 import bert_keras.training  # noqa: E402,F401
+from bert_keras.backends import hide_accelerators_from_tensorflow as _hide  # noqa: E402
+
+_hide()            # on JAX the TPU (or GPUs) belong to JAX; the host's TensorFlow only tokenizes
 
 __all__ = ["BertConfig", "BertEncoder", "BertPreprocessor", "PRESETS", "from_preset", "load_checkpoint", "load_task_model", "preset_config", "read_checkpoint",
            "save_google_checkpoint"]

@@ -165,7 +165,7 @@ def cmd_finetune(args) -> None:
     config = finetune_config(args)
     try:
         result = finetune(config)
-    except (FileNotFoundError, ValueError, DataFormatError) as e:
+    except (FileNotFoundError, ValueError, RuntimeError, DataFormatError) as e:
         raise CommandError(str(e)) from None
     if result["history"]:
         print(f"final: {json.dumps(result['metrics'])}")

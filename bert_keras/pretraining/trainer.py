@@ -104,7 +104,7 @@ def pretrain(config: PretrainConfig) -> dict:
     from bert_keras.pretraining.dataset import dynamic_masking_dataset, records_dataset
     from bert_keras.pretraining.records import check_records, record_files
     from bert_keras.tasks.pretrainer import BertPretrainer
-    from bert_keras.training.data_parallel import distributed_devices
+    from bert_keras.backends import distributed_devices
     from bert_keras.training.input_pipelines import distributed_input
     from bert_keras.training.setup import compile_for_training, fit, log_callbacks, output_folder, start
     from bert_keras.training.static_shapes import with_static_shapes

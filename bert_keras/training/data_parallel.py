@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import keras
 
-from bert_keras.backends import distributed_devices  # noqa: F401  (the training side reads it here)
+from bert_keras.backend_route import tpu_vm_signs
 
 JAX_STRATEGIES = ("auto", "tpu", "cpu")
 
@@ -38,10 +38,13 @@ def start_data_parallel(strategy: str, batch_size: int) -> int:
         raise ValueError(f"--strategy {strategy} is a TensorFlow strategy; on the JAX backend use auto (data "
                          "parallel over every JAX device), tpu or cpu, or run with --backend tensorflow")
     devices = jax.devices()
-    if strategy == "tpu" and devices[0].platform != "tpu":
-        raise RuntimeError(f"--strategy tpu, but JAX sees no TPU (its devices: {devices[0].platform} x "
-                           f"{len(devices)}). On a TPU VM install JAX's TPU build: pip install 'jax[tpu]' (Colab "
-                           "and Kaggle TPU images have it); on Colab or Kaggle choose a TPU runtime.")
+    signs = tpu_vm_signs() if strategy != "cpu" else []
+    if (strategy == "tpu" or signs) and devices[0].platform != "tpu":
+        why = f"this is a TPU VM ({'; '.join(signs)})" if signs else "--strategy tpu"
+        raise RuntimeError(f"{why}, but JAX sees no TPU (its devices: {devices[0].platform} x {len(devices)}), "
+                           "so it would train on the CPU. Install JAX's TPU build: pip install -U 'jax[tpu]' (Colab "
+                           "and Kaggle TPU images have it; in a notebook restart the runtime after), check no other "
+                           "process holds the TPU, or choose a TPU runtime; --strategy cpu trains on the CPU.")
     if strategy == "cpu" or len(devices) == 1:
         keras.distribution.set_distribution(None)
         return 1

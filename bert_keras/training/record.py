@@ -42,7 +42,7 @@ def host(strategy) -> dict:
     import keras
     import tensorflow as tf
 
-    from bert_keras.training.data_parallel import distributed_devices
+    from bert_keras.backends import distributed_devices
     found = {"platform": platform.platform(), "cpu": cpu_name(), "cpus": os.cpu_count(),
              "backend": keras.backend.backend()}
     if keras.backend.backend() == "jax":

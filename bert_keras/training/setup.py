@@ -15,10 +15,10 @@ import os
 import keras
 import tensorflow as tf
 
-from bert_keras.backends import backend, on_tensorflow
+from bert_keras.backends import backend, distributed_devices, on_tensorflow
 from bert_keras.training.callbacks import LearningRateLog, TensorBoard, TrainingCurves
 from bert_keras.training.optimizer import create_optimizer
-from bert_keras.training.data_parallel import distributed_devices, start_data_parallel
+from bert_keras.training.data_parallel import start_data_parallel
 from bert_keras.training.strategy import create_strategy
 
 

@@ -15,9 +15,6 @@ runtime set $COLAB_TPU_ADDR (a grpc address), which is still honoured.
 from __future__ import annotations
 
 import dataclasses
-import glob
-import importlib.machinery
-import importlib.util
 import os
 import socket
 import urllib.error
@@ -26,6 +23,7 @@ from typing import Callable
 
 import tensorflow as tf
 
+from bert_keras import backend_route
 from bert_keras.training import tpu_install
 
 INSTALL = tpu_install.install_command(tf.__version__)
@@ -64,13 +62,13 @@ class TpuHost:
 
     def device_files(self) -> list[str]:
         """The TPU device files present: dev/accel* and dev/vfio/<n> (not the VFIO container device)."""
-        return sorted(glob.glob(os.path.join(self.dev, "accel*")) +
-                      [p for p in glob.glob(os.path.join(self.dev, "vfio", "*")) if os.path.basename(p).isdigit()])
+        return backend_route.tpu_device_files(self.dev)
 
     def libtpu_installed(self) -> bool:
-        if self.site_packages is None:
-            return importlib.util.find_spec("libtpu") is not None
-        return importlib.machinery.PathFinder.find_spec("libtpu", list(self.site_packages)) is not None
+        return backend_route.installed("libtpu", self.site_packages)
+
+    def jax_installed(self) -> bool:
+        return backend_route.installed("jax", self.site_packages)
 
     def tensorflow_tpu_installed(self) -> bool:
         return tpu_install.find_wheel(tpu_install.TPU_WHEEL, self.site_packages) is not None
@@ -78,13 +76,7 @@ class TpuHost:
 
 def tpu_vm_signs(host: TpuHost = TpuHost()) -> list[str]:
     """The signs that `host` (default: this machine) is a TPU VM, described for an error message (empty: none)."""
-    signs = [f"${var}={os.environ[var]}" for var in ("TPU_ACCELERATOR_TYPE", "TPU_WORKER_ID") if var in os.environ]
-    devices = host.device_files()
-    if devices:
-        signs.append(f"device files {', '.join(devices)}")
-    if host.libtpu_installed():
-        signs.append("libtpu is installed")
-    return signs
+    return backend_route.tpu_vm_signs(host.dev, host.site_packages)
 
 
 def _accelerator() -> str:
@@ -94,11 +86,19 @@ def _accelerator() -> str:
 def tpu_vm_strategy(signs: list[str], host: TpuHost = TpuHost()) -> tf.distribute.TPUStrategy:
     """TPUStrategy on this TPU VM's own TPU, or a RuntimeError that says why not and what to do."""
     accelerator, seen = _accelerator(), "; ".join(signs)
+    if not host.tensorflow_tpu_installed() and host.jax_installed():
+        raise RuntimeError(
+            f"This machine is a TPU VM ({accelerator}; seen: {seen}) with JAX and without TensorFlow's TPU build: "
+            "train on Keras' JAX backend, which is how TPUs run today (Colab and Kaggle ship no tensorflow-tpu). "
+            "Run with --backend jax, or set KERAS_BACKEND=jax before Python imports Keras (in a notebook: "
+            "os.environ['KERAS_BACKEND'] = 'jax' in the first cell); docs/tpu.md.")
     if not (host.libtpu_installed() and host.tensorflow_tpu_installed()):
         raise RuntimeError(
             f"This machine is a TPU VM ({accelerator}; seen: {seen}) but this TensorFlow cannot use the TPU: the "
-            f"`tensorflow-tpu` wheel (with libtpu) is not installed. Install it with `{INSTALL}` (in a notebook: "
-            "%pip install ..., then restart the runtime), or train on the CPU with --strategy cpu.")
+            f"`tensorflow-tpu` wheel (with libtpu) is not installed. TPUs today run on Keras' JAX backend: "
+            "pip install -U 'jax[tpu]', then --backend jax (docs/tpu.md); for TensorFlow's TPU route install "
+            f"`{INSTALL}` (in a notebook: %pip install ..., then restart the runtime), or train on the CPU with "
+            "--strategy cpu.")
     overwritten = tpu_install.overwritten_tpu_build(host.site_packages)
     if overwritten:
         raise RuntimeError(f"This machine is a TPU VM ({accelerator}; seen: {seen}) but this TensorFlow cannot use "

@@ -127,3 +127,24 @@ def test_pretrain_on_jax_from_raw_text_feeds_tensorflow_fine_tuning(minilm_vocab
                                     train=str(sst2_file(tmp_path / "train.tsv")), epochs=1, batch_size=16,
                                     progress=False))
     assert np.isfinite(tuned["loss"][-1])
+
+
+def test_a_faked_tpu_vm_is_routed_to_jax_and_told_what_to_fix(minilm_vocab, tmp_path):
+    """$TPU_ACCELERATOR_TYPE (a TPU VM sign) with this venv's CPU-only JAX and no tensorflow-tpu: without
+    --backend or KERAS_BACKEND the command takes Keras' JAX backend, then stops with the fix instead of training on
+    the CPU; forced onto TensorFlow it names the JAX route. tensorflow-tpu is never installed on this route."""
+    from importlib.metadata import PackageNotFoundError, version
+    data = separable_sst2(tmp_path / "train.tsv", 0)
+    args = [BERT_KERAS, "finetune", "--task", "sst-2", "--model", "bert_tiny", "--vocab", minilm_vocab, "--train",
+            data, "--out", tmp_path / "run", "--quiet"]
+    env = {**jax_env(devices=1), "TPU_ACCELERATOR_TYPE": "v5litepod-8"}
+    run = subprocess.run(list(map(str, args)), capture_output=True, text=True, cwd=REPO, env=env, timeout=600)
+    assert run.returncode == 2, run.stdout[-2000:] + run.stderr[-2000:]
+    assert "Keras' JAX backend" in run.stdout and "v5litepod-8" in run.stdout
+    assert "JAX sees no TPU" in run.stderr and "pip install -U 'jax[tpu]'" in run.stderr
+    assert not (tmp_path / "run" / "model.keras").exists()
+    forced = subprocess.run(list(map(str, args)), capture_output=True, text=True, cwd=REPO, timeout=600,
+                            env={**env, "KERAS_BACKEND": "tensorflow"})
+    assert forced.returncode == 2 and "--backend jax" in forced.stderr, forced.stderr[-2000:]
+    with pytest.raises(PackageNotFoundError):
+        version("tensorflow-tpu")
