@@ -567,6 +567,7 @@ def parse_command_line(argv=None) -> argparse.Namespace:
 def _check_backend(wanted: str | None) -> None:
     """`--backend` must be the backend Keras runs (set before Keras loads: by this package's __init__ for the
     command, by KERAS_BACKEND for a process that calls main() itself)."""
+    import bert_keras  # noqa: F401  (before Keras: its backend route picks JAX on a TPU VM without tensorflow-tpu)
     import keras
     if wanted and wanted != keras.backend.backend():
         raise CommandError(f"--backend {wanted}, but Keras already runs on {keras.backend.backend()} in this "
@@ -580,7 +581,8 @@ def _check_backend(wanted: str | None) -> None:
 def main(argv=None) -> int:
     args = parse_command_line(argv)
     try:
-        _check_backend(getattr(args, "backend", None))
+        if hasattr(args, "backend"):                  # the training commands
+            _check_backend(args.backend)
         args.func(args)
     except CommandError as e:
         print(f"bert-keras {args.command}: error: {e}", file=sys.stderr)
