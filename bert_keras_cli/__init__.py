@@ -19,14 +19,20 @@ def _backend_from_command_line(argv) -> str | None:
     return None
 
 
-# Keras fixes its backend when it is first imported, which bert_keras (imported below this package) does: so
-# `bert-keras finetune --backend jax` sets KERAS_BACKEND here, before anything imports Keras.
-_wanted = _backend_from_command_line(_sys.argv[1:]) if _os.path.basename(_sys.argv[0]) == "bert-keras" or \
-    _sys.argv[0].endswith(("bert_keras_cli/main.py", "-m")) else None
+# Keras fixes its backend when it is first imported. For the `bert-keras` command (not a program importing this
+# package), before anything imports Keras: `--backend NAME` sets KERAS_BACKEND; the serving commands always run on
+# TensorFlow (an export traces the model into a SavedModel graph, whatever backend trained it, and a notebook on JAX
+# runs `bert-keras export` in a subprocess that inherits KERAS_BACKEND=jax).
+_SERVING_COMMANDS = ("export", "export-hub", "serve", "predict")
+_is_command = _os.path.basename(_sys.argv[0]) == "bert-keras" or _sys.argv[0].endswith(("bert_keras_cli/main.py",
+                                                                                         "-m"))
+_wanted = _backend_from_command_line(_sys.argv[1:]) if _is_command else None
 if _wanted == "jax":
     import importlib.util as _util
     if _util.find_spec("jax") is None:
         _sys.exit("bert-keras: error: --backend jax needs JAX: pip install jax (on a TPU VM: pip install "
                   "'jax[tpu]')")
+if _is_command and _wanted is None and len(_sys.argv) > 1 and _sys.argv[1] in _SERVING_COMMANDS:
+    _wanted = "tensorflow"
 if _wanted in ("tensorflow", "jax"):
     _os.environ["KERAS_BACKEND"] = _wanted

@@ -1,5 +1,5 @@
 """The TPU install ends with TPU TensorFlow (issue 32), checked without a TPU: the wheel built from this checkout is
-installed by the notebook's own install cell (tools/make_notebook.py's INSTALL_CELL, run as a faked Kaggle TPU VM)
+installed by TensorFlow's TPU-route install (tools/make_notebook.py's TF_TPU_INSTALL_CELL, run as a faked Kaggle
 into a new virtual environment, from a folder outside the source tree. `tensorflow-text` brings the CPU `tensorflow`
 wheel and the `tpu` extra `tensorflow-tpu`; both write tensorflow/. The files on disk are compared here with the
 RECORD pip wrote for each wheel (read with csv and hashlib, not with the code under test). Then the CPU wheel goes
@@ -70,7 +70,7 @@ def test_the_notebook_install_leaves_tpu_tensorflow_and_the_check_catches_the_cp
                           TPU_ACCELERATOR_TYPE="v2-8")          # a Kaggle TPU VM, as far as the install cell can tell
 
     # 1. The notebook's install cell, as the notebook runs it.
-    cell = runpy.run_path(str(REPO / "tools" / "make_notebook.py"))["INSTALL_CELL"]
+    cell = runpy.run_path(str(REPO / "tools" / "make_notebook.py"))["TF_TPU_INSTALL_CELL"]
     installed = run(python, "-c", cell)
     assert "TensorFlow on disk: tensorflow-tpu 2.20.0 (the TPU build)" in installed.stdout
     check = [python, str(site / "bert_keras" / "training" / "tpu_install.py")]          # the notebook's way
