@@ -1,17 +1,28 @@
-"""Fine-tuning throughput: ours against keras-hub's BertTextClassifier and PyTorch, and per-batch packing on SST-2.
+"""Fine-tuning throughput: ours (TensorFlow and JAX) against keras-hub's BertTextClassifier and PyTorch, and
+per-batch packing on SST-2.
 
     python benchmarks/benchmark_finetune.py [--steps 12] [--sst2 ../shared/data/SST-2/train.tsv] [--sst2-examples 1024]
-                                       [--quick] [--out benchmarks/results/finetune.json]
+                                       [--quick] [--skip keras_hub,jax,torch,sst2]
+                                       [--out benchmarks/results/finetune.json]
 
 Part 1 (issue #4's setting): training examples/s of a sentence classifier on the all-MiniLM-L6-v2 config
 (6 layers, hidden 384), sequence length 128, batch 16, one full training step each (forward, loss, backward,
 clipping to norm 1, AdamW with weight decay, the warm-up/linear-decay schedule), random weights and ids (the
 speed does not depend on their values):
-  - ours: `BertClassifier` + `create_optimizer`, Keras `train_on_batch` (graph, and with `jit_compile=True`);
+  - ours: `BertClassifier` + `create_optimizer`, Keras `train_on_batch` on TensorFlow (graph, and with
+    `jit_compile=True`);
+  - ours on JAX: the same model, optimizer and `train_on_batch` on Keras' JAX backend with `jit_compile=True`, one
+    CPU device (no --xla_force_host_platform_device_count). Keras picks its backend once per process, so it runs in
+    a subprocess of this script (`--jax-side`, KERAS_BACKEND=jax) that prints its JSON for this one to read;
   - keras-hub: `BertTextClassifier(preprocessor=None)` on a `BertBackbone` of the same config, compiled with
     AdamW (its compile picks XLA by itself);
   - PyTorch: transformers' `BertForSequenceClassification`, `torch.optim.AdamW`, `clip_grad_norm_`, all threads.
-Time: median seconds per step after two warm-up steps (tracing, XLA compilation), all peers in this process.
+Time: median seconds per step after two warm-up steps (tracing, XLA compilation), the same for every peer, all of
+them in this process but the JAX side. The peers take turns in the order ours, ours_xla, ours_jax, torch,
+keras_hub, so the three compared in `ratios` run back to back (this host's speed drifts). `ratios`: examples/s of
+JAX / PyTorch, TensorFlow / PyTorch and JAX / TensorFlow, TensorFlow being ours with `jit_compile=True` (both
+Keras sides compiled by XLA); `vs_torch` has every peer against PyTorch. The load average before and after part 1
+is recorded beside them.
 
 Part 2: one epoch of real SST-2 training sentences through the in-graph preprocessor in tf.data, batches padded
 to their longest sentence (the default) against every batch padded to 128, same model and optimizer. The first
@@ -72,6 +83,32 @@ def ours(c: dict, jit: bool, total_steps: int):
     ids, mask, types, labels = random_batch()
     x = {"input_word_ids": ids, "input_mask": mask, "input_type_ids": types}
     return lambda: model.train_on_batch(x, labels)
+
+
+def ours_jax(quick: bool, steps: int) -> dict:
+    """Runs this script's --jax-side in a fresh process on Keras' JAX backend (one CPU device); -> its JSON."""
+    import subprocess
+    env = {**os.environ, "KERAS_BACKEND": "jax", "PYTHONPATH": str(REPO)}
+    flags = [f for f in env.pop("XLA_FLAGS", "").split() if not f.startswith("--xla_force_host_platform_device_count")]
+    if flags:
+        env["XLA_FLAGS"] = " ".join(flags)
+    argv = [sys.executable, __file__, "--jax-side", "--steps", str(steps), *(["--quick"] if quick else [])]
+    process = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True)
+    if process.returncode:
+        raise SystemExit(f"{' '.join(argv)} failed:\n{process.stderr[-3000:]}")
+    return json.loads(process.stdout.strip().splitlines()[-1])
+
+
+def jax_side(c: dict, steps: int, total_steps: int) -> dict:
+    """The JAX peer in this process (KERAS_BACKEND=jax): ours() with jit_compile=True, timed as the others."""
+    import jax
+    import keras
+    if keras.backend.backend() != "jax":
+        raise SystemExit(f"--jax-side runs on Keras' JAX backend, not {keras.backend.backend()}")
+    seconds = median_step(ours(c, True, total_steps), steps)
+    return {"seconds": seconds, "backend": keras.backend.backend(), "jax": jax.__version__,
+            "keras": keras.__version__, "devices": [str(d) for d in jax.devices()],
+            "xla_flags": os.environ.get("XLA_FLAGS", "")}
 
 
 def keras_hub(c: dict, total_steps: int):
@@ -150,27 +187,45 @@ def main(argv=None):
                    help="an SST-2 train.tsv (default: the shipped 1,000-phrase sample)")
     p.add_argument("--sst2-examples", type=int, default=1024)
     p.add_argument("--quick", action="store_true", help="tiny config, few steps: checks the script runs")
-    p.add_argument("--skip", default="", help="comma-separated peers to leave out: keras_hub,torch,sst2")
+    p.add_argument("--skip", default="", help="comma-separated peers to leave out: keras_hub,jax,torch,sst2")
     p.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "finetune.json"))
+    p.add_argument("--jax-side", action="store_true",
+                   help="internal: time ours on Keras' JAX backend in this process, print JSON (see ours_jax)")
     args = p.parse_args(argv)
     c = TINY if args.quick else MINILM
     steps = 3 if args.quick else args.steps
     skip = set(filter(None, args.skip.split(",")))
     total = 1000
+    os.environ["KERAS_BACKEND"] = "jax" if args.jax_side else "tensorflow"      # before anything imports Keras
+    if args.jax_side:
+        print(json.dumps(jax_side(c, steps, total)), flush=True)
+        return
     results = {"config": c, "seq_length": SEQ, "batch_size": BATCH, "timed_steps": steps,
-               "machine": {"cpus": os.cpu_count(), "platform": platform.platform()}, "examples_per_s": {}}
+               "machine": {"cpus": os.cpu_count(), "platform": platform.platform()}, "examples_per_s": {},
+               "load_average_before": os.getloadavg()}
     peers = {"ours": lambda: ours(c, False, total), "ours_xla": lambda: ours(c, True, total),
-             "keras_hub": lambda: keras_hub(c, total), "torch": lambda: pytorch(c, total)}
+             "ours_jax": None, "torch": lambda: pytorch(c, total), "keras_hub": lambda: keras_hub(c, total)}
     for name, make in peers.items():
-        if name in skip:
+        if name in skip or (name == "ours_jax" and "jax" in skip):
             continue
-        seconds = median_step(make(), steps)
+        if name == "ours_jax":
+            side = ours_jax(args.quick, steps)
+            seconds = side.pop("seconds")
+            results["jax_side"] = side
+        else:
+            seconds = median_step(make(), steps)
         results["examples_per_s"][name] = round(BATCH / seconds, 2)
         print(f"{name:10s} {BATCH / seconds:8.2f} examples/s  ({seconds * 1000:.0f} ms/step)", flush=True)
+    results["load_average_after"] = os.getloadavg()
     speed = results["examples_per_s"]
     if "torch" in speed:
         results["vs_torch"] = {k: round(v / speed["torch"], 2) for k, v in speed.items() if k != "torch"}
         print("vs torch:", results["vs_torch"])
+    pairs = {"jax_vs_torch": ("ours_jax", "torch"), "tf_vs_torch": ("ours_xla", "torch"),
+             "jax_vs_tf": ("ours_jax", "ours_xla")}
+    results["ratios"] = {k: round(speed[a] / speed[b], 2) for k, (a, b) in pairs.items() if a in speed and b in speed}
+    print("ratios:", results["ratios"], " load average before/after:", results["load_average_before"],
+          results["load_average_after"])
     if "sst2" not in skip:
         from bert_keras.loading import bundled_minilm_folder
         vocab = os.path.join(bundled_minilm_folder(), "vocab.txt")

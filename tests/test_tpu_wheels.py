@@ -1,6 +1,6 @@
 """The TPU install ends with TPU TensorFlow (issue 32), checked without a TPU: the wheel built from this checkout is
 installed by TensorFlow's TPU-route install (tools/make_notebook.py's TF_TPU_INSTALL_CELL, run as a faked Kaggle
-into a new virtual environment, from a folder outside the source tree. `tensorflow-text` brings the CPU `tensorflow`
+TPU VM) into a new virtual environment, from a folder outside the source tree. `tensorflow-text` brings the CPU `tensorflow`
 wheel and the `tpu` extra `tensorflow-tpu`; both write tensorflow/. The files on disk are compared here with the
 RECORD pip wrote for each wheel (read with csv and hashlib, not with the code under test). Then the CPU wheel goes
 back over it, as a later install can do, and the TPU path must stop with the fix; the fix must then work.
