@@ -202,7 +202,7 @@ def main(argv=None):
         return
     results = {"config": c, "seq_length": SEQ, "batch_size": BATCH, "timed_steps": steps,
                "machine": {"cpus": os.cpu_count(), "platform": platform.platform()}, "examples_per_s": {},
-               "load_average_before": os.getloadavg()}
+               "load_average_before": [round(x, 2) for x in os.getloadavg()]}
     peers = {"ours": lambda: ours(c, False, total), "ours_xla": lambda: ours(c, True, total),
              "ours_jax": None, "torch": lambda: pytorch(c, total), "keras_hub": lambda: keras_hub(c, total)}
     for name, make in peers.items():
@@ -216,7 +216,7 @@ def main(argv=None):
             seconds = median_step(make(), steps)
         results["examples_per_s"][name] = round(BATCH / seconds, 2)
         print(f"{name:10s} {BATCH / seconds:8.2f} examples/s  ({seconds * 1000:.0f} ms/step)", flush=True)
-    results["load_average_after"] = os.getloadavg()
+    results["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
     speed = results["examples_per_s"]
     if "torch" in speed:
         results["vs_torch"] = {k: round(v / speed["torch"], 2) for k, v in speed.items() if k != "torch"}

@@ -17,10 +17,12 @@ import tensorflow as tf
 import bert_keras
 import bert_keras.layers
 import bert_keras.loading
+import bert_keras.pretraining
 import bert_keras.tasks
 import bert_keras.tasks.base
 import bert_keras.tasks.pretrainer
 import bert_keras.training
+import bert_keras.training.data_parallel
 from bert_keras import BertConfig, BertEncoder, BertPreprocessor
 from bert_keras.layers import BertEmbeddings, TransformerBlock
 from bert_keras.tasks import BertClassifier, BertMultipleChoice, BertPretrainer, BertSpanLabeler, BertTagger
@@ -40,6 +42,8 @@ PUBLIC = {
     "bundled_minilm_folder": bert_keras.loading.bundled_minilm_folder,
     "create_optimizer": bert_keras.training.create_optimizer,
     "create_strategy": bert_keras.training.create_strategy,
+    "MaskingConfig": bert_keras.pretraining.MaskingConfig,
+    "start_data_parallel": bert_keras.training.data_parallel.start_data_parallel,
 }
 # The methods people call on a fine-tuned model.
 READABLE = [BertClassifier.classify, BertSpanLabeler.answer, BertMultipleChoice.choose, BertTagger.entities,

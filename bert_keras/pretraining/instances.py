@@ -34,6 +34,27 @@ from bert_keras.pretraining.parallel import default_threads, ordered_map
 
 @dataclasses.dataclass(frozen=True)
 class MaskingConfig:
+    """How pretraining instances are cut and masked: google-research/bert create_pretraining_data.py's flags.
+
+    Each document is packed into NSP pairs of at most `max_seq_length` tokens (a shorter target length with
+    probability `short_seq_prob`), then `masked_lm_prob` of the tokens, at most `max_predictions_per_seq`, are
+    chosen for prediction: 80% become [MASK], 10% a random token, 10% stay. The corpus is read `dupe_factor`
+    times with different masks.
+
+    Args:
+        max_seq_length: int. Tokens per instance, [CLS] and both [SEP]s included (the records' sequence length).
+        max_predictions_per_seq: int. Masked positions per instance (the records' prediction slots).
+        masked_lm_prob: float. The share of tokens to predict.
+        short_seq_prob: float. The probability of a shorter target length (2 to max_seq_length tokens), so the
+            model also sees short sequences.
+        dupe_factor: int. Passes over the corpus, each with its own masking.
+        whole_word_mask: bool. Mask all pieces of a word together (google-research's whole-word-masking models).
+
+    Example:
+        >>> config = bert_keras.pretraining.MaskingConfig(max_seq_length=64, max_predictions_per_seq=10)
+        >>> config.masked_lm_prob, config.dupe_factor
+        (0.15, 10)
+    """
     max_seq_length: int = 128
     max_predictions_per_seq: int = 20
     masked_lm_prob: float = 0.15
