@@ -18,6 +18,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.jax]
 def test_the_install_cell_keeps_the_images_jax_and_a_tpu_vm_is_routed_to_jax(wheel_venv, minilm_vocab):
     python, run = str(wheel_venv.python), wheel_venv.run
     run(python, "-m", "pip", "install", "-q", "jax==0.10.2", "jaxlib==0.10.2")       # the image's JAX
+    wheel_venv.env.pop("KERAS_BACKEND", None)          # nobody chose a backend (the tests' own process did)
     wheel_venv.env.update(BERT_KERAS_SOURCE=str(wheel_venv.wheel), KAGGLE_KERNEL_RUN_TYPE="Interactive",
                           TPU_ACCELERATOR_TYPE="v5litepod-8")    # a Kaggle TPU VM, as far as the cell can tell
     cell = runpy.run_path(str(REPO / "tools" / "make_notebook.py"))["INSTALL_CELL"]
