@@ -116,3 +116,16 @@ def test_a_jax_model_serves_on_tensorflow(trained_on_jax, tmp_path, kind):
         _same(np.asarray(served[key], object if isinstance(served[key][0], str) else None)
               if served[key] and not isinstance(served[key][0], list) else np.asarray(served[key]),
               answers[kind][key], f"served {kind}/{key}")
+
+
+def test_a_jax_classifier_exports_to_litert(trained_on_jax, tmp_path):
+    """`bert-keras export --format litert` of the JAX-trained classifier (this TensorFlow process converts it):
+    the .tflite, tokenizer inside, answers the raw texts with the JAX model's probabilities."""
+    from savedmodels.litert import export_litert
+    from savedmodels.litert_runner import LiteRTModel
+    folder, answers = trained_on_jax
+    model = keras.models.load_model(folder / "sst2.keras")
+    path = export_litert(model, str(tmp_path / "sst2.tflite"))
+    lite = LiteRTModel(path).serve(text=np.array(TEXTS, object))
+    np.testing.assert_allclose(lite["probabilities"], np.asarray(answers["sst2"]["probabilities"]), atol=1e-4,
+                               rtol=0)
