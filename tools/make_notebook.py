@@ -7,9 +7,8 @@ import nbformat
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-# The install cell (the JAX route): tests/test_jax_install.py runs this source in a new virtual environment (a faked
-# Kaggle TPU VM).
-INSTALL_CELL = """import glob, os, subprocess, sys
+# The part of an install cell that finds the wheel to install (`source`) on a hosted notebook, and `run`.
+_FIND_WHEEL = """import glob, importlib.metadata, os, subprocess, sys
 BERT_KERAS_SOURCE = os.environ.get("BERT_KERAS_SOURCE", "")   # a wheel path or git+https://... URL; empty: the
                                                               # newest uploaded wheel
 on_hosted_notebook = "google.colab" in sys.modules or "KAGGLE_KERNEL_RUN_TYPE" in os.environ
@@ -29,7 +28,11 @@ if on_hosted_notebook:
     if source is None:
         raise FileNotFoundError("No bert_keras wheel found in /content or /kaggle/input: upload "
                                 "dist/bert_keras-*.whl (make wheel) or set BERT_KERAS_SOURCE")
-    # The [jax] extra asks only for a JAX the image's jax[tpu] satisfies: the image's jax and libtpu stay, and
+"""
+
+# The install cell (the JAX route): tests/test_jax_install.py runs this source in a new virtual environment (a faked
+# Kaggle TPU VM).
+INSTALL_CELL = _FIND_WHEEL + """    # The [jax] extra asks only for a JAX the image's jax[tpu] satisfies: the image's jax and libtpu stay, and
     # tensorflow-tpu is never installed (TensorFlow here only tokenizes, on the host CPU).
     run("-m", "pip", "install", "-q", f"bert_keras[jax] @ {source}" if source.startswith("git+") else f"{source}[jax]")
     # What the run will use, seen from a new process (this kernel has not imported JAX or TensorFlow yet).
@@ -38,27 +41,7 @@ if on_hosted_notebook:
 
 # TensorFlow's TPU route (TPUStrategy on a TF TPU image, docs/tpu.md), no longer the notebook's: the install that puts
 # tensorflow-tpu's files on disk last. tests/test_tpu_wheels.py runs it in a new virtual environment (a faked TPU VM).
-TF_TPU_INSTALL_CELL = """import glob, importlib.metadata, os, subprocess, sys
-BERT_KERAS_SOURCE = os.environ.get("BERT_KERAS_SOURCE", "")   # a wheel path or git+https://... URL; empty: the
-                                                              # newest uploaded wheel
-on_hosted_notebook = "google.colab" in sys.modules or "KAGGLE_KERNEL_RUN_TYPE" in os.environ
-
-
-def run(*command):
-    result = subprocess.run([sys.executable, *command], capture_output=True, text=True)
-    print(result.stdout[-3000:], result.stderr[-3000:])
-    if result.returncode != 0:
-        raise RuntimeError(f"{' '.join(command)} failed (exit {result.returncode}); its output is above")
-
-
-if on_hosted_notebook:
-    wheels = sorted(glob.glob("/content/bert_keras-*.whl") + glob.glob("/kaggle/input/**/bert_keras-*.whl",
-                                                                       recursive=True))
-    source = BERT_KERAS_SOURCE or (wheels[-1] if wheels else None)
-    if source is None:
-        raise FileNotFoundError("No bert_keras wheel found in /content or /kaggle/input: upload "
-                                "dist/bert_keras-*.whl (make wheel) or set BERT_KERAS_SOURCE")
-    tpu_vm = os.environ.get("TPU_ACCELERATOR_TYPE") or glob.glob("/dev/accel*") + glob.glob("/dev/vfio/[0-9]*")
+TF_TPU_INSTALL_CELL = _FIND_WHEEL + """    tpu_vm = os.environ.get("TPU_ACCELERATOR_TYPE") or glob.glob("/dev/accel*") + glob.glob("/dev/vfio/[0-9]*")
     extra = "[tpu]" if tpu_vm else ""
     requirement = f"bert_keras{extra} @ {source}" if source.startswith("git+") else f"{source}{extra}"
     run("-m", "pip", "install", "-q", requirement)

@@ -5,7 +5,6 @@ split really happened (the variables are replicated on 8 devices, the batch shar
 
 import json
 
-import numpy as np
 import pytest
 
 from backend_process import run_on_backend

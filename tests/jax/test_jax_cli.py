@@ -6,10 +6,8 @@ the files load in a TensorFlow process."""
 import json
 import os
 import pathlib
-import signal
 import subprocess
 import sys
-import time
 
 import keras
 
@@ -17,7 +15,7 @@ import bert_keras  # noqa: F401  (registers the models for load_model)
 import numpy as np
 import pytest
 
-from conftest import REPO, pretraining_records
+from conftest import REPO, kill_after_checkpoint, pretraining_records
 from synthetic_data import sst2_file
 
 pytestmark = pytest.mark.jax
@@ -31,7 +29,7 @@ def jax_env(devices=8):
     return {**env, "TF_CPP_MIN_LOG_LEVEL": "3", "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}"}
 
 
-def bert_keras(*args, timeout=1200):
+def cli(*args, timeout=1200):
     run = subprocess.run([BERT_KERAS, *map(str, args)], capture_output=True, text=True, cwd=REPO, env=jax_env(),
                          timeout=timeout)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-4000:]
@@ -69,7 +67,7 @@ def test_finetune_each_task_kind_on_jax(task, minilm_vocab, tmp_path):
             pytest.skip("../shared/data is not on this machine")
         flags = [flags[0], shared_data_dir() / flags[1], flags[2], shared_data_dir() / flags[3]]
     out = tmp_path / "run"
-    printed = bert_keras("finetune", "--backend", "jax", "--task", task, *model, *flags, "--out", out,
+    printed = cli("finetune", "--backend", "jax", "--task", task, *model, *flags, "--out", out,
                          "--max-seq-length", 128, "--quiet")
     record = json.loads((out / "metrics.json").read_text())
     assert record["config"]["backend"] == "jax" and record["host"]["backend"] == "jax"
@@ -93,21 +91,13 @@ def test_pretrain_on_jax_resumes_after_kill_9(minilm_vocab, tmp_path):
     records.mkdir()
     pretraining_records(minilm_vocab, records, 2, 3)
     whole, broken = tmp_path / "whole", tmp_path / "broken"
-    printed = bert_keras(*pretrain_command(minilm_vocab, records, whole))
+    printed = cli(*pretrain_command(minilm_vocab, records, whole))
     assert "replicas: 8" in printed
     process = subprocess.Popen([BERT_KERAS, *map(str, pretrain_command(minilm_vocab, records, broken))], cwd=REPO,
                                env=jax_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    state = broken / "checkpoint" / "state.json"
-    deadline = time.time() + 900
-    while time.time() < deadline and process.poll() is None:
-        if state.exists() and json.loads(state.read_text())["step"] >= 20:
-            break
-        time.sleep(0.05)
-    process.send_signal(signal.SIGKILL)
-    process.wait()
-    killed_at = json.loads(state.read_text())["step"]
+    killed_at = kill_after_checkpoint(process, broken / "checkpoint" / "state.json", 20, timeout=900)
     assert 20 <= killed_at < 40 and not (broken / "encoder.keras").exists()
-    printed = bert_keras(*pretrain_command(minilm_vocab, records, broken))
+    printed = cli(*pretrain_command(minilm_vocab, records, broken))
     assert f"resumed from step {killed_at} " in printed
     ours = [np.asarray(w) for w in keras.models.load_model(whole / "pretrainer.keras").weights]
     resumed = [np.asarray(w) for w in keras.models.load_model(broken / "pretrainer.keras").weights]
@@ -118,7 +108,7 @@ def test_pretrain_on_jax_resumes_after_kill_9(minilm_vocab, tmp_path):
 def test_pretrain_on_jax_from_raw_text_feeds_tensorflow_fine_tuning(minilm_vocab, tmp_path):
     from bert_keras.finetune import FinetuneConfig, finetune
     out = tmp_path / "text"
-    bert_keras("pretrain", "--backend", "jax", "--model", "bert_tiny", "--vocab", minilm_vocab, "--text",
+    cli("pretrain", "--backend", "jax", "--model", "bert_tiny", "--vocab", minilm_vocab, "--text",
                REPO / "tests" / "fixtures" / "pretraining_corpus.txt", "--out", out, "--train-steps", 20,
                "--save-every", 10, "--batch-size", 16, "--max-seq-length", 64, "--learning-rate", 1e-3, "--quiet")
     history = sorted(out.glob("logs/train/*tfevents*"))

@@ -4,17 +4,15 @@ MirroredStrategy over two logical CPUs."""
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import textwrap
-import time
 
 import keras
 import numpy as np
 import pytest
 
-from conftest import FIXTURES, REPO, pretraining_records, run_workers
+from conftest import FIXTURES, REPO, kill_after_checkpoint, pretraining_records, run_workers
 
 pytestmark = pytest.mark.integration          # the pretrain command, kill -9 and resume, several processes
 
@@ -70,15 +68,7 @@ def test_kill_9_then_resume_reaches_the_uninterrupted_weights(minilm_vocab, reco
     assert run.returncode == 0, run.stderr[-2000:]
     process = subprocess.Popen(command(minilm_vocab, records, broken), cwd=REPO, env=env,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    state = broken / "checkpoint" / "state.json"
-    deadline = time.time() + 600
-    while time.time() < deadline and process.poll() is None:
-        if state.exists() and json.loads(state.read_text())["step"] >= 20:
-            break
-        time.sleep(0.05)
-    process.send_signal(signal.SIGKILL)
-    process.wait()
-    killed_at = json.loads(state.read_text())["step"]
+    killed_at = kill_after_checkpoint(process, broken / "checkpoint" / "state.json", 20, timeout=600)
     assert 20 <= killed_at < 40 and not (broken / "encoder.keras").exists()
     run = subprocess.run(command(minilm_vocab, records, broken), capture_output=True, text=True, cwd=REPO, env=env)
     assert run.returncode == 0, run.stderr[-2000:]
