@@ -65,13 +65,15 @@ def pad_ids(ids: dict, length, pad_id: int) -> dict:
     return out
 
 
-def pad_batch_lengths(ds: tf.data.Dataset, pad_id: int, max_length: int, target_fill=None) -> tf.data.Dataset:
+def pad_batch_lengths(ds: tf.data.Dataset, pad_id: int, max_length: int, target_fill=None,
+                      fixed: bool = False) -> tf.data.Dataset:
     """Batches of (id dict, targets) or id dicts -> the same, the ids padded to `padded_length` so a JAX or PyTorch
-    step compiles for a handful of shapes, not one per batch's longest sequence. Targets with a sequence axis
-    ([B, S], a tagger's labels) are padded with `target_fill`; None leaves targets alone."""
+    step compiles for a handful of shapes, not one per batch's longest sequence (`fixed`: every batch to
+    `max_length`, so per-token outputs of all batches concatenate). Targets with a sequence axis ([B, S], a tagger's
+    labels) are padded with `target_fill`; None leaves targets alone."""
     def pad(*element):
         ids, targets = (element[0], element[1]) if len(element) == 2 else (element[0], None)
-        length = padded_length(tf.shape(ids["input_word_ids"])[-1], max_length)
+        length = max_length if fixed else padded_length(tf.shape(ids["input_word_ids"])[-1], max_length)
         ids = pad_ids(ids, length, pad_id)
         if targets is None:
             return ids

@@ -158,11 +158,12 @@ class TaskModel(keras.Model):
         return self.preprocessor
 
     def text_dataset(self, x, y=None, batch_size: int = 32, training: bool = False, seed: int = 0,
-                     drop_remainder: bool | None = None) -> tf.data.Dataset:
+                     drop_remainder: bool | None = None, full_length: bool = False) -> tf.data.Dataset:
         """Raw inputs (arrays/lists, or a dataset of already batched raw (x, y) or x) -> a dataset of
         (id dict, targets) or id dicts, preprocessed on the host. Training data is reshuffled every epoch. With
         a fixed seq_length, training drops the last partial batch (default) and every shape is static (what a
-        TPU needs); otherwise every example is kept, as Keras' fit does."""
+        TPU needs); otherwise every example is kept, as Keras' fit does. On JAX and PyTorch batches are padded
+        to a few lengths (backends.pad_batch_lengths), or all to max_seq_length with `full_length`."""
         self.require_preprocessor()
         if isinstance(x, tf.data.Dataset):
             ds, labelled = x, is_labelled(x.element_spec)
@@ -183,7 +184,7 @@ class TaskModel(keras.Model):
         ds = self.after_preprocess(ds, batch_size, training, seed, bool(drop_remainder))
         if not on_tensorflow() and self.preprocessor.seq_length is None:    # a few static shapes for XLA
             ds = pad_batch_lengths(ds, self.preprocessor.pad_id, self.preprocessor.max_seq_length,
-                                   self.target_padding)
+                                   self.target_padding, fixed=full_length)
         if drop_remainder and self.preprocessor.seq_length and not isinstance(x, tf.data.Dataset):
             from bert_keras.training.static_shapes import with_static_shapes
             ds = with_static_shapes(ds, batch_size)         # fixed by construction: let a TPU compile see it
@@ -217,9 +218,17 @@ class TaskModel(keras.Model):
         return super().evaluate(x, y, batch_size=batch_size, **kwargs)
 
     def predict(self, x, batch_size=None, **kwargs):
-        """Keras' predict (logits), also on raw text; for decoded answers use the task's readable method."""
+        """Keras' predict (logits), also on raw text; for decoded answers use the task's readable method. Per-token
+        outputs of raw text: ragged [N, (S)] on TensorFlow (each batch's length), [N, max_seq_length] on JAX."""
+        if is_text(x) and not on_tensorflow() and self.per_token_outputs():
+            x = self.text_dataset(x, None, batch_size or 32, training=False, full_length=True)
         x, _, batch_size = self._feed(x, None, batch_size, training=False)
         return super().predict(x, batch_size=batch_size, **kwargs)
+
+    def per_token_outputs(self) -> bool:
+        """Does an output have the sequence axis ([B, S] span logits, [B, S, K] tag logits)?"""
+        return len(self.inputs[0].shape) == 2 and any(
+            len(o.shape) >= 2 and o.shape[1] is None for o in tf.nest.flatten(self.output))
 
     def with_preprocessor(self, preprocessor, **task_args):
         """A copy of this model (same weights) owning `preprocessor`, e.g. with another seq_length for an export;
