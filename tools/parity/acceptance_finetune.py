@@ -226,7 +226,8 @@ def run_ours(settings: dict, workdir: str, paired: bool = False, replay: bool = 
             "eval_seconds": round(timing["eval_seconds"], 2),
             "examples_per_second": round(trained / timing["train_seconds"], 2),
             "steps": saved["steps"], "train_examples": saved["train_examples"],
-            "eval_examples": saved["eval_examples"]}
+            "eval_examples": saved["eval_examples"],
+            "backend": saved.get("config", {}).get("backend"), "host": saved.get("host")}   # metrics.json's record
 
 
 def run_torch(settings: dict, out: str, options: dict, pairing: dict | None = None) -> tuple[dict, list[str]]:
