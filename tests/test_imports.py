@@ -89,3 +89,20 @@ def test_importing_the_library_loads_no_serving_or_command_line_module():
             "print([m for m in sys.modules if m.split('.')[0] in ('savedmodels', 'bert_keras_cli')])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+# Optional imports that Keras, TensorFlow or our code try (`try: import jax`): a clean venv lacks them.
+_OPTIONAL_IMPORTS = {"jax", "jaxlib", "torch", "flax", "orbax", "grain", "transformers", "tf_keras",
+                     "tensorflow_hub", "openvino", "tensorflow_tpu", "libtpu", "ai_edge_litert"}
+
+
+def test_no_test_folder_shadows_a_package():
+    """tests/ has no __init__.py, so pytest puts tests/ on sys.path; a folder there named like a package becomes a
+    namespace package that `import <name>` finds wherever the real one is not installed. A tests/jax folder made
+    Keras' `try: import jax` succeed in the default venv (no jax) and broke `import keras` in every test."""
+    import importlib.metadata
+
+    ours = {"bert_keras", "savedmodels", "bert_keras_cli", "tools", "benchmarks"}
+    taken = (set(importlib.metadata.packages_distributions()) | _OPTIONAL_IMPORTS) - ours
+    folders = {p.name for p in (REPO / "tests").iterdir() if p.is_dir() and not (p / "__init__.py").exists()}
+    assert not folders & taken, f"rename these test folders: {sorted(folders & taken)}"
