@@ -112,10 +112,10 @@ def host_inference(model: keras.Model, ids: dict, pad_id: int, max_length: int):
         x = dict(zip(names, arrays))
         length = x["input_word_ids"].shape[-1]
         padded = padded_length(length, max_length)
-        if padded != length:
+        if padded != length:          # the id inputs only (a masked LM's positions [B, P] stay as they are)
             fill = {"input_word_ids": pad_id}
             x = {k: np.pad(v, [(0, 0)] * (v.ndim - 1) + [(0, padded - length)], constant_values=fill.get(k, 0))
-                 for k, v in x.items()}
+                 if k.startswith("input_") else v for k, v in x.items()}
         rows = x["input_word_ids"].shape[0]
         devices = distributed_devices()
         if rows % devices:        # a data-parallel step splits the batch over the devices: whole rows each

@@ -41,7 +41,8 @@ def load_backbone(source: str, vocab: str | None = None, lower_case: bool | None
     What the command line's `--model` takes: one function, so every command reads sources the same way.
 
     Args:
-        source: str. A preset name, a `.keras` file, a checkpoint folder or prefix, or a zoo name.
+        source: str. A preset name, a `.keras` file (or a `bert-keras finetune`/`pretrain --out` folder), a
+            checkpoint folder or prefix, or a zoo name.
         vocab: str or None. A `vocab.txt` to use instead of the one beside the checkpoint (needed for a preset).
         lower_case: bool or None. None reads the casing from the vocabulary (or a task model's own).
         **preprocessor_args: passed to BertPreprocessor (seq_length, max_seq_length, ...).
@@ -57,11 +58,38 @@ def load_backbone(source: str, vocab: str | None = None, lower_case: bool | None
         >>> encoder.config.hidden_size, preprocessor.lower_case, preprocessor.seq_length
         (128, True, 16)
     """
+    encoder, preprocessor, _heads = load_backbone_and_heads(source, vocab, lower_case, **preprocessor_args)
+    return encoder, preprocessor
+
+
+def load_backbone_and_heads(source: str, vocab: str | None = None, lower_case: bool | None = None,
+                            **preprocessor_args):
+    """`load_backbone` plus the source's masked-LM head weights, {`cls/predictions/...` name: array}: from a
+    checkpoint that has them (google-research, Hugging Face BertForMaskedLM / BertForPreTraining), a saved
+    BertMaskedLM or BertPretrainer (`bert-keras pretrain --out`), or a zoo checkpoint; {} when there are none
+    (a preset, an encoder, a fine-tuned task model).
+
+    Args:
+        source, vocab, lower_case, **preprocessor_args: as `load_backbone`.
+
+    Returns:
+        (BertEncoder, BertPreprocessor, dict of NumPy arrays).
+
+    Example:
+        >>> encoder, preprocessor, heads = bert_keras.loading.load_backbone_and_heads("bert_tiny", vocab="vocab.txt")
+        >>> heads
+        {}
+    """
     import keras
+    import numpy as np
 
     from bert_keras.config import PRESETS
     from bert_keras.preprocessing import BertPreprocessor
-    folder = None
+    folder, heads = None, {}
+    for saved in ("pretrainer.keras", "model.keras"):      # a `pretrain --out` or `finetune --out` folder
+        if os.path.isdir(source) and os.path.exists(os.path.join(source, saved)) and not _is_zoo_folder(source):
+            source = os.path.join(source, saved)
+            break
     if source in PRESETS:
         from bert_keras.encoder import BertEncoder
         encoder = BertEncoder(PRESETS[source])
@@ -71,23 +99,36 @@ def load_backbone(source: str, vocab: str | None = None, lower_case: bool | None
             raise FileNotFoundError(f"no such model file: {source}")
         model = keras.models.load_model(source)
         encoder = getattr(model, "encoder", model)
+        if hasattr(model, "mlm_head"):
+            heads = {name: np.asarray(v) for name, v in model.mlm_head.checkpoint_variables().items()}
         folder = os.path.dirname(source)
         own = getattr(model, "preprocessor", None)          # a task model's vocab and casing travel with it
         if own is not None and vocab is None:
             lower_case = own.lower_case if lower_case is None else lower_case
-            return encoder, BertPreprocessor(own.vocab, lower_case=lower_case, **preprocessor_args)
-    elif os.path.exists(source) or os.path.exists(source + ".index"):
-        from bert_keras.checkpoints import load_checkpoint
-        _, encoder = load_checkpoint(source)
-        folder = source if os.path.isdir(source) else os.path.dirname(source)
-    else:
-        from bert_keras.zoo import from_preset
+            return encoder, BertPreprocessor(own.vocab, lower_case=lower_case, **preprocessor_args), heads
+    elif os.path.exists(source) and _is_zoo_folder(source) or (
+            not os.path.exists(source) and not os.path.exists(source + ".index")):
+        from bert_keras.zoo import from_preset, get
         from bert_keras.zoo.catalogue import load_catalogue
-        if source not in load_catalogue():
+        if not os.path.exists(source) and source not in load_catalogue():
             raise FileNotFoundError(f"--model {source!r} is not a checkpoint, a .keras file, a preset "
                                     f"({', '.join(PRESETS)}) or a zoo name (bert-keras zoo list)")
-        return from_preset(source, lower_case=lower_case, **preprocessor_args)
+        encoder, preprocessor = from_preset(source, lower_case=lower_case, **preprocessor_args)
+        saved_heads = os.path.join(get(source, progress=False), "mlm_head.npz")
+        if os.path.exists(saved_heads):
+            with np.load(saved_heads) as f:
+                heads = {name.replace(":", "/"): f[name] for name in f.files}
+        return encoder, preprocessor, heads
+    else:
+        from bert_keras.checkpoints import load_checkpoint_with_heads
+        _, encoder, heads = load_checkpoint_with_heads(source)
+        folder = source if os.path.isdir(source) else os.path.dirname(source)
     vocab = vocab or (os.path.join(folder, "vocab.txt") if folder else None)
     if not vocab or not os.path.exists(vocab):
         raise FileNotFoundError(f"no vocabulary for --model {source}: pass --vocab vocab.txt")
-    return encoder, BertPreprocessor(vocab, lower_case=lower_case, **preprocessor_args)
+    return encoder, BertPreprocessor(vocab, lower_case=lower_case, **preprocessor_args), heads
+
+
+def _is_zoo_folder(path: str) -> bool:
+    """A folder the zoo converted (model.keras + zoo.json)."""
+    return os.path.exists(os.path.join(path, "zoo.json"))

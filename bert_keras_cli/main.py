@@ -7,14 +7,13 @@ import json
 import os
 import sys
 
+from bert_keras_cli import fill_mask
+from bert_keras_cli.errors import CommandError
 from savedmodels.precision import PRECISIONS
 
 # The environment defaults (Keras backend, oneDNN, TensorFlow's log level) are set by bert_keras/__init__.py,
 # which Python runs before this module.
 
-
-class CommandError(Exception):
-    """A user-facing failure: printed without a traceback, exit code 2."""
 
 
 def cmd_presets(args) -> None:
@@ -27,11 +26,11 @@ def cmd_presets(args) -> None:
 
 def cmd_convert(args) -> None:
     from bert_keras.atomic import atomic_file
-    from bert_keras.checkpoints import load_checkpoint, save_google_checkpoint
-    if not args.out and not args.google_out:
-        raise CommandError("Nothing to write: give --out model.keras and/or --google-out DIR.")
+    from bert_keras.checkpoints import load_checkpoint_with_heads, save_google_checkpoint
+    if not args.out and not args.google_out and not args.hf_out:
+        raise CommandError("Nothing to write: give --out model.keras, --google-out DIR and/or --hf-out DIR.")
     try:
-        config, encoder = load_checkpoint(args.checkpoint)
+        config, encoder, heads = load_checkpoint_with_heads(args.checkpoint)
     except (FileNotFoundError, ValueError) as e:
         raise CommandError(str(e)) from None
     print(f"read {args.checkpoint}: {config.num_hidden_layers} layers, hidden {config.hidden_size}, "
@@ -40,11 +39,17 @@ def cmd_convert(args) -> None:
         with atomic_file(args.out) as tmp:
             encoder.save(tmp)
         print(f"wrote {args.out} (keras.models.load_model after `import bert_keras`)")
+    vocab = os.path.join(args.checkpoint if os.path.isdir(args.checkpoint)
+                         else os.path.dirname(args.checkpoint), "vocab.txt")
+    vocab = vocab if os.path.exists(vocab) else None
     if args.google_out:
-        vocab = os.path.join(args.checkpoint if os.path.isdir(args.checkpoint)
-                             else os.path.dirname(args.checkpoint), "vocab.txt")
-        prefix = save_google_checkpoint(encoder, args.google_out, vocab_file=vocab if os.path.exists(vocab) else None)
-        print(f"wrote google-research TF1 checkpoint {prefix}")
+        prefix = save_google_checkpoint(encoder, args.google_out, vocab_file=vocab, heads=heads)
+        print(f"wrote google-research TF1 checkpoint {prefix}" + (" with the cls/ heads" if heads else ""))
+    if args.hf_out:
+        from bert_keras.checkpoints.huggingface import write_huggingface
+        from bert_keras.checkpoints.names import encoder_weights
+        write_huggingface({**encoder_weights(encoder), **heads}, args.hf_out, config, vocab_file=vocab)
+        print(f"wrote Hugging Face folder {args.hf_out}" + (" with the cls/ heads" if heads else ""))
 
 
 def _minilm_folder() -> str:
@@ -412,6 +417,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("embed", help="sentence embeddings and nearest neighbours with the real all-MiniLM-L6-v2")
     p.add_argument("sentences", nargs="*", help="sentences to embed (default: a built-in set)")
     p.set_defaults(func=cmd_embed)
+    fill_mask.add_parser(sub)
 
     p = sub.add_parser("presets", help="list the model sizes with their parameter counts")
     p.set_defaults(func=cmd_presets)
@@ -419,7 +425,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("convert", help="convert a google-research, Model Garden or Hugging Face checkpoint")
     p.add_argument("--checkpoint", required=True, help="checkpoint folder or TF checkpoint prefix")
     p.add_argument("--out", help="write the encoder as a .keras file")
-    p.add_argument("--google-out", help="write a google-research TF1 checkpoint folder")
+    p.add_argument("--google-out", help="write a google-research TF1 checkpoint folder (with the cls/ heads it has)")
+    p.add_argument("--hf-out", help="write a Hugging Face folder (safetensors; BertForMaskedLM/BertForPreTraining "
+                   "when the checkpoint has the heads)")
     p.set_defaults(func=cmd_convert)
 
     p = sub.add_parser("vocab", help="build a WordPiece vocab.txt from text files (TF.Text's BERT vocab tool)")

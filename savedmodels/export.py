@@ -33,13 +33,13 @@ from savedmodels.saving import save_servable
 
 
 def task_signatures(model) -> list:
-    from bert_keras.tasks import BertClassifier, BertMultipleChoice, BertSpanLabeler, BertTagger
+    from bert_keras.tasks import BertClassifier, BertMaskedLM, BertMultipleChoice, BertSpanLabeler, BertTagger
     builders = {BertClassifier: sig.classification, BertSpanLabeler: sig.span,
-                BertMultipleChoice: sig.multiple_choice, BertTagger: sig.tagging}
+                BertMultipleChoice: sig.multiple_choice, BertTagger: sig.tagging, BertMaskedLM: sig.masked_lm}
     builder = next((b for kind, b in builders.items() if isinstance(model, kind)), None)
     if builder is None:
         raise TypeError(f"cannot export {type(model).__name__}: expected a bert_keras task model "
-                        "(BertClassifier, BertSpanLabeler, BertMultipleChoice, BertTagger)")
+                        "(BertClassifier, BertSpanLabeler, BertMultipleChoice, BertTagger, BertMaskedLM)")
     model.require_preprocessor()               # raw text in: an ids-only model is refused before tracing
     return builder(model)
 

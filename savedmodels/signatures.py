@@ -100,3 +100,10 @@ def multiple_choice(model) -> list[Signature]:
 def tagging(model) -> list[Signature]:
     return [Signature("serving_default", model.serve, [text("text")],
                       warmup={"text": ["Angela Merkel visited Paris ."]})]
+
+
+def masked_lm(model) -> list[Signature]:
+    """serving_default: text [batch] (each literal "[MASK]" is a blank) -> the model's top_k tokens per blank:
+    token_ids, tokens, probabilities [batch, masks, top_k] and mask_count [batch]."""
+    return [Signature("serving_default", model.serve, [text("text")],
+                      warmup={"text": ["The capital of France is [MASK].", "", "[MASK] [MASK]"]})]

@@ -26,7 +26,7 @@ import bert_keras.training.data_parallel
 from bert_keras import BertConfig, BertEncoder, BertPreprocessor
 from bert_keras.layers import BertEmbeddings, TransformerBlock
 from bert_keras.tasks import BertClassifier, BertMultipleChoice, BertPretrainer, BertSpanLabeler, BertTagger
-from bert_keras.tasks.pretrainer import MaskedLMHead
+from bert_keras.tasks.masked_lm import MaskedLMHead
 
 TASK_MODELS = [BertClassifier, BertSpanLabeler, BertMultipleChoice, BertTagger, BertPretrainer]
 LAYERS = [BertEmbeddings, TransformerBlock, MaskedLMHead]
@@ -39,6 +39,8 @@ PUBLIC = {
     **{cls.__name__: cls for cls in TASK_MODELS + LAYERS},
     "TaskModel": bert_keras.tasks.base.TaskModel,
     "load_backbone": bert_keras.loading.load_backbone,
+    "load_backbone_and_heads": bert_keras.loading.load_backbone_and_heads,
+    "load_checkpoint_with_heads": bert_keras.checkpoints.load_checkpoint_with_heads,
     "bundled_minilm_folder": bert_keras.loading.bundled_minilm_folder,
     "create_optimizer": bert_keras.training.create_optimizer,
     "create_strategy": bert_keras.training.create_strategy,
@@ -47,7 +49,7 @@ PUBLIC = {
 }
 # The methods people call on a fine-tuned model.
 READABLE = [BertClassifier.classify, BertSpanLabeler.answer, BertMultipleChoice.choose, BertTagger.entities,
-            BertTagger.tag_words]
+            BertTagger.tag_words, bert_keras.tasks.BertMaskedLM.fill_mask]
 
 
 def _takes_arguments(obj) -> bool:

@@ -64,3 +64,67 @@ def read_huggingface(folder: str) -> dict:
     if unknown:
         raise ValueError(f"{path} has weights that are not BERT's: {', '.join(sorted(unknown)[:8])}")
     return tensors
+
+
+def huggingface_name(name: str) -> str:
+    """google-research's name -> the Hugging Face one `google_name` maps back to it
+    (`bert/encoder/layer_0/output/dense/kernel` -> `bert.encoder.layer.0.output.dense.weight`)."""
+    special = {"cls/predictions/output_bias": "cls.predictions.bias",
+               "cls/seq_relationship/output_weights": "cls.seq_relationship.weight",
+               "cls/seq_relationship/output_bias": "cls.seq_relationship.bias"}
+    if name in special:
+        return special[name]
+    hf = re.sub(r"layer_(\d+)", r"layer.\1", name).replace("/", ".")
+    hf = re.sub(r"\.(kernel|gamma)$", ".weight", hf)
+    hf = re.sub(r"\.beta$", ".bias", hf)
+    if re.fullmatch(r"bert\.embeddings\.\w+_embeddings", hf):
+        hf += ".weight"
+    return hf
+
+
+def write_huggingface(tensors: dict, folder: str, config, vocab_file: str | None = None) -> str:
+    """Writes {google name: array} as a Hugging Face BERT folder transformers loads: model.safetensors (kernels
+    transposed to torch's [out, in]), config.json and vocab.txt; atomically (temporary folder, then rename).
+    With the `cls/predictions/*` head it is a `BertForMaskedLM`, with NSP too a `BertForPreTraining`.
+
+    Args:
+        tensors: {google-research name: NumPy array} (`encoder_weights(encoder)` plus heads).
+        folder: str. The folder to write (replaced if it exists).
+        config: BertConfig.
+        vocab_file: str or None. A vocab.txt to copy beside.
+
+    Returns:
+        str, the folder.
+
+    Example:
+        >>> encoder = bert_keras.BertEncoder(bert_keras.preset_config("bert_tiny"))
+        >>> from bert_keras.checkpoints.names import encoder_weights
+        >>> _ = write_huggingface(encoder_weights(encoder), "hf_tiny", encoder.config)
+        >>> sorted(os.listdir("hf_tiny"))
+        ['config.json', 'model.safetensors']
+    """
+    import json
+    import shutil
+
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    from bert_keras.atomic import atomic_directory
+    out = {}
+    for name, value in tensors.items():
+        hf = huggingface_name(name)
+        if google_name(hf) != name:
+            raise ValueError(f"{name} has no Hugging Face BERT name")
+        out[hf] = np.ascontiguousarray(np.asarray(value).T if name.endswith("/kernel") else np.asarray(value))
+    heads = {n.split("/")[1] for n in tensors if n.startswith("cls/")}
+    architecture = {"predictions": "BertForMaskedLM", "seq_relationship": "BertForNextSentencePrediction"}
+    architectures = (["BertForPreTraining"] if heads == {"predictions", "seq_relationship"}
+                     else [architecture[h] for h in heads] or ["BertModel"])
+    with atomic_directory(folder) as tmp:
+        save_file(out, os.path.join(tmp, "model.safetensors"), metadata={"format": "pt"})
+        with open(os.path.join(tmp, "config.json"), "w", encoding="utf-8") as f:
+            json.dump({**config.to_dict(), "model_type": "bert", "architectures": architectures,
+                       "tie_word_embeddings": True}, f, indent=2, sort_keys=True)
+        if vocab_file:
+            shutil.copyfile(vocab_file, os.path.join(tmp, "vocab.txt"))
+    return folder

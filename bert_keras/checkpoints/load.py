@@ -16,7 +16,7 @@ import tensorflow as tf
 from bert_keras.checkpoints.garden import is_garden_checkpoint, read_garden_checkpoint
 from bert_keras.checkpoints.google import is_tf1_checkpoint, read_google_checkpoint, write_google_checkpoint
 from bert_keras.checkpoints.huggingface import read_huggingface
-from bert_keras.checkpoints.names import assign_encoder_weights, encoder_weights, split_heads
+from bert_keras.checkpoints.names import POOLER_NAMES, assign_encoder_weights, encoder_weights, split_heads
 from bert_keras.config import BertConfig
 
 
@@ -114,12 +114,41 @@ def load_checkpoint(path: str, config: BertConfig | None = None):
         >>> config.num_hidden_layers, np.array_equal(loaded.pooler.kernel, encoder.pooler.kernel)
         (2, True)
     """
+    config, encoder, _heads = load_checkpoint_with_heads(path, config)
+    return config, encoder
+
+
+def load_checkpoint_with_heads(path: str, config: BertConfig | None = None):
+    """`load_checkpoint` plus the pretraining heads the checkpoint holds ({`cls/...` name: array}, maybe empty).
+
+    A checkpoint without a pooler (Hugging Face's `BertForMaskedLM` saves none) loads with the pooler at its
+    initial weights and a warning, as transformers does; every other weight must be there.
+
+    Args:
+        path: str. A checkpoint folder, or a TF checkpoint prefix.
+        config: BertConfig or None. None reads the config file beside the checkpoint.
+
+    Returns:
+        (BertConfig, BertEncoder, {`cls/...` name: NumPy array}).
+
+    Example:
+        >>> model = bert_keras.tasks.BertPretrainer(bert_keras.BertEncoder(bert_keras.preset_config("bert_tiny")))
+        >>> _ = bert_keras.save_google_checkpoint(model.encoder, "pretrained", heads=model.head_weights())
+        >>> config, encoder, heads = bert_keras.checkpoints.load_checkpoint_with_heads("pretrained")
+        >>> sorted(heads)[0]
+        'cls/predictions/output_bias'
+    """
     config, tensors, fmt = read_checkpoint(path, config)
-    weights, _heads = split_heads(tensors)
+    weights, heads = split_heads(tensors)
     from bert_keras.encoder import BertEncoder
     encoder = BertEncoder(config)
-    assign_encoder_weights(encoder, weights, source=f"{fmt} checkpoint {path}")
-    return config, encoder
+    assign_encoder_weights(encoder, weights, source=f"{fmt} checkpoint {path}", optional=POOLER_NAMES)
+    if not set(POOLER_NAMES) <= set(weights):
+        import warnings
+        warnings.warn(f"{path} has no pooler weights (a Hugging Face BertForMaskedLM saves none): the pooler keeps "
+                      "its random initial weights; fine-tune it, or use a checkpoint with bert/pooler/dense/*",
+                      stacklevel=2)
+    return config, encoder, heads
 
 
 def save_google_checkpoint(encoder, folder: str, vocab_file: str | None = None, heads: dict | None = None) -> str:

@@ -58,10 +58,14 @@ def split_heads(tensors: dict) -> tuple[dict, dict]:
     return {k: v for k, v in tensors.items() if not k.startswith(HEAD_PREFIX)}, heads
 
 
-def assign_encoder_weights(encoder, tensors: dict, source: str = "checkpoint") -> None:
-    """Assigns {google name: array} to the encoder; every mismatch is named, nothing is half-assigned."""
+POOLER_NAMES = ("bert/pooler/dense/kernel", "bert/pooler/dense/bias")
+
+
+def assign_encoder_weights(encoder, tensors: dict, source: str = "checkpoint", optional=()) -> None:
+    """Assigns {google name: array} to the encoder; every mismatch is named, nothing is half-assigned. Names in
+    `optional` may be missing (those variables keep their initial values)."""
     variables = encoder_variables(encoder)
-    missing = sorted(set(variables) - set(tensors))
+    missing = sorted(set(variables) - set(tensors) - set(optional))
     extra = sorted(set(tensors) - set(variables))
     problems = []
     if missing:
@@ -79,7 +83,8 @@ def assign_encoder_weights(encoder, tensors: dict, source: str = "checkpoint") -
                          + "\nCheck that bert_config.json belongs to these weights (layers, hidden size, "
                            "vocab size, max positions).")
     for name, variable in variables.items():
-        variable.assign(np.asarray(tensors[name], dtype=variable.dtype))
+        if name in tensors:
+            variable.assign(np.asarray(tensors[name], dtype=variable.dtype))
 
 
 def encoder_weights(encoder) -> dict:

@@ -2,10 +2,11 @@
 
 from bert_keras.tasks.classifier import BertClassifier
 from bert_keras.tasks.load import load_task_model
+from bert_keras.tasks.masked_lm import BertMaskedLM, load_masked_lm
 from bert_keras.tasks.multiple_choice import BertMultipleChoice
 from bert_keras.tasks.pretrainer import BertPretrainer, pretraining_loss
 from bert_keras.tasks.span import BertSpanLabeler
 from bert_keras.tasks.tagger import BertTagger
 
-__all__ = ["BertClassifier", "BertMultipleChoice", "BertPretrainer", "BertSpanLabeler", "BertTagger", "load_task_model",
-           "pretraining_loss"]
+__all__ = ["BertClassifier", "BertMaskedLM", "BertMultipleChoice", "BertPretrainer", "BertSpanLabeler", "BertTagger",
+           "load_masked_lm", "load_task_model", "pretraining_loss"]

@@ -1,7 +1,8 @@
 """BERT pretraining: masked-LM and next-sentence heads (google-research/bert run_pretraining.py).
 
-MLM head: gather the masked positions, dense + activation + LayerNorm ("transform"), then logits against the
-word-embedding matrix (tied weights) plus an output bias. NSP head: dense [H, 2] on the pooled output.
+MLM head: masked_lm.py's MaskedLMHead (the one fill-mask uses): gather the masked positions, dense + activation +
+LayerNorm, then logits against the word-embedding matrix (tied) plus an output bias. NSP head: dense [H, 2] on
+the pooled output.
 Inputs: the id dict ([B, S]) plus `masked_lm_positions` [B, P] int32 (0-padded; padded slots carry weight 0).
 Outputs: {"mlm_logits": [B, P, V], "nsp_logits": [B, 2]} float32.
 Checkpoint names: cls/predictions/transform/{dense,LayerNorm}/…, cls/predictions/output_bias,
@@ -14,64 +15,8 @@ import keras
 import numpy as np
 from keras import ops
 
-from bert_keras.layers import activation_fn
 from bert_keras.tasks.base import TaskModel, dense_head, id_inputs
-
-
-@keras.saving.register_keras_serializable(package="bert_keras")
-class MaskedLMHead(keras.layers.Layer):
-    """BERT's masked-LM head: (sequence [B, S, H], positions [B, P]) -> logits [B, P, V].
-
-    Gathers the masked positions, applies dense + activation + LayerNorm ("transform"), and scores against the
-    word-embedding matrix (tied weights, as google-research/bert) plus an output bias. Hyper-parameters after
-    `embedding_layer` are keyword-only.
-
-    Args:
-        embedding_layer: keras.layers.Embedding. The encoder's word table [V, H], shared as the output weights.
-        hidden_act: str. The transform's activation ("gelu" is the exact erf form).
-        initializer_range: float. Standard deviation of the transform's truncated-normal kernel.
-        layer_norm_eps: float. The transform's LayerNorm epsilon.
-        **kwargs: Keras layer arguments (name, ...).
-
-    Call arguments:
-        sequence: [B, S, H] the encoder's sequence_output.
-        positions: [B, P] int32 positions to predict (0-padded).
-
-    Returns:
-        [B, P, V] float32 logits.
-
-    Example:
-        >>> encoder = bert_keras.BertEncoder(bert_keras.preset_config("bert_tiny"))
-        >>> head = bert_keras.tasks.pretrainer.MaskedLMHead(encoder.embeddings.word_embeddings)
-        >>> sequence = np.zeros((2, 8, 128), "float32")
-        >>> tuple(head(sequence, np.array([[1, 3], [2, 0]], "int32")).shape)
-        (2, 2, 30522)
-    """
-
-    def __init__(self, embedding_layer, *, hidden_act="gelu", initializer_range=0.02, layer_norm_eps=1e-12,
-                 **kwargs):
-        super().__init__(**kwargs)
-        self.embedding_layer = embedding_layer
-        hidden = embedding_layer.output_dim
-        self.transform = keras.layers.Dense(hidden, activation=activation_fn(hidden_act), name="transform",
-                                            kernel_initializer=keras.initializers.TruncatedNormal(
-                                                stddev=initializer_range))
-        self.layer_norm = keras.layers.LayerNormalization(epsilon=layer_norm_eps, name="layer_norm",
-                                                          dtype="float32")
-
-    def build(self, sequence_shape, positions_shape=None):
-        hidden = self.embedding_layer.output_dim
-        self.transform.build((None, None, hidden))
-        self.layer_norm.build((None, None, hidden))
-        self.output_bias = self.add_weight(shape=(self.embedding_layer.input_dim,), initializer="zeros",
-                                           name="output_bias")
-        self.built = True
-
-    def call(self, sequence, positions):
-        gathered = ops.take_along_axis(sequence, ops.expand_dims(ops.cast(positions, "int32"), -1), axis=1)
-        x = self.layer_norm(self.transform(gathered))
-        table = ops.cast(self.embedding_layer.embeddings, x.dtype)
-        return ops.cast(ops.matmul(x, ops.transpose(table)), "float32") + self.output_bias
+from bert_keras.tasks.masked_lm import MaskedLMHead, assign_named
 
 
 @keras.saving.register_keras_serializable(package="bert_keras")
@@ -143,27 +88,16 @@ class BertPretrainer(TaskModel):
 
     def head_variables(self) -> dict:
         """{google-research name: variable} of the two heads (the encoder's own are in checkpoints/names.py)."""
-        return {
-            "cls/predictions/transform/dense/kernel": self.mlm_head.transform.kernel,
-            "cls/predictions/transform/dense/bias": self.mlm_head.transform.bias,
-            "cls/predictions/transform/LayerNorm/gamma": self.mlm_head.layer_norm.gamma,
-            "cls/predictions/transform/LayerNorm/beta": self.mlm_head.layer_norm.beta,
-            "cls/predictions/output_bias": self.mlm_head.output_bias,
-            "cls/seq_relationship/output_weights": self.nsp_head.kernel,   # stored transposed: [2, H]
-            "cls/seq_relationship/output_bias": self.nsp_head.bias,
-        }
+        return {**self.mlm_head.checkpoint_variables(),
+                "cls/seq_relationship/output_weights": self.nsp_head.kernel,   # stored transposed: [2, H]
+                "cls/seq_relationship/output_bias": self.nsp_head.bias}
 
     def assign_heads(self, heads: dict) -> None:
         """Loads `cls/...` weights as `read_checkpoint` returns them; a missing or mis-shaped one is named."""
-        for name, variable in self.head_variables().items():
-            if name not in heads:
-                raise ValueError(f"pretraining head weight {name} is missing from the checkpoint")
-            value = np.asarray(heads[name])
-            if name == "cls/seq_relationship/output_weights":
-                value = value.T
-            if value.shape != tuple(variable.shape):
-                raise ValueError(f"shape of {name}: checkpoint {value.shape}, model {tuple(variable.shape)}")
-            variable.assign(value)
+        heads = dict(heads)
+        if "cls/seq_relationship/output_weights" in heads:
+            heads["cls/seq_relationship/output_weights"] = np.asarray(heads["cls/seq_relationship/output_weights"]).T
+        assign_named(self.head_variables(), heads, "checkpoint's pretraining heads")
 
     def head_weights(self) -> dict:
         """The inverse of assign_heads, for save_google_checkpoint(..., heads=...)."""

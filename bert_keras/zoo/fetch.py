@@ -21,6 +21,8 @@ import urllib.error
 import urllib.request
 import zipfile
 
+import numpy as np
+
 from bert_keras.atomic import atomic_directory
 from bert_keras.config import BertConfig
 from bert_keras.preprocessing.vocab import vocab_is_cased
@@ -162,11 +164,15 @@ def verify_checkpoint(folder: str, entry: CatalogueEntry) -> BertConfig:
 
 
 def _convert(folder: str, target: str, metadata: dict) -> str:
-    """Converts a checkpoint folder into target/ (model.keras, vocab.txt, bert_config.json, zoo.json), atomically."""
-    from bert_keras.checkpoints import load_checkpoint
-    config, encoder = load_checkpoint(folder)
+    """Converts a checkpoint folder into target/ (model.keras, vocab.txt, bert_config.json, zoo.json, and
+    mlm_head.npz when the checkpoint has the masked-LM head), atomically."""
+    from bert_keras.checkpoints import load_checkpoint_with_heads
+    config, encoder, heads = load_checkpoint_with_heads(folder)
     with atomic_directory(target) as tmp:
         encoder.save(os.path.join(tmp, "model.keras"))
+        mlm = {name.replace("/", ":"): value for name, value in heads.items() if name.startswith("cls/predictions/")}
+        if mlm:                                       # the masked-LM head, for fill-mask (loading.py reads it)
+            np.savez(os.path.join(tmp, "mlm_head.npz"), **mlm)
         shutil.copyfile(os.path.join(folder, "vocab.txt"), os.path.join(tmp, "vocab.txt"))
         config.to_json_file(os.path.join(tmp, "bert_config.json"))
         with open(os.path.join(tmp, "zoo.json"), "w", encoding="utf-8") as f:

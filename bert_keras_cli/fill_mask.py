@@ -1,0 +1,58 @@
+"""`bert-keras fill-mask`: the top-k tokens at each literal [MASK] of raw texts (BertMaskedLM.fill_mask)."""
+
+from __future__ import annotations
+
+import json
+
+from bert_keras_cli.errors import CommandError
+
+MODEL_HELP = ("a model with BERT's masked-LM head: a google-research checkpoint, a Hugging Face BertForMaskedLM or "
+              "BertForPreTraining folder, a `bert-keras pretrain --out` folder, a saved BertMaskedLM (.keras), a "
+              "zoo name, or a preset (random weights, with --vocab)")
+
+
+def cmd_fill_mask(args) -> None:
+    from bert_keras.atomic import atomic_file
+    from bert_keras.tasks import load_masked_lm
+    if not args.texts:
+        raise CommandError('give one or more texts holding [MASK], e.g. "The capital of France is [MASK]."')
+    if args.top_k < 1:
+        raise CommandError(f"--top-k must be at least 1, got {args.top_k}")
+    try:
+        model = load_masked_lm(args.model, vocab=args.vocab, lower_case=None if args.cased is None else not args.cased,
+                               top_k=args.top_k)
+        results = model.fill_mask(args.texts, top_k=args.top_k)
+    except (FileNotFoundError, ValueError) as e:
+        raise CommandError(str(e)) from None
+    if args.save:
+        with atomic_file(args.save) as tmp:
+            model.save(tmp)
+    if args.json:
+        print(json.dumps([[[{k: a[k] for k in ("token", "id", "probability")} for a in mask] for mask in text]
+                          for text in results]))
+    else:
+        for text, masks in zip(args.texts, results):
+            print(text)
+            for m, answers in enumerate(masks, 1):
+                best = ", ".join(f"{a['token']} {a['probability']:.3f}" for a in answers)
+                print(f"  [MASK] {m}: {best}")
+            print(f"  -> {masks[0][0]['sequence']}")
+    if args.save:
+        print(f"wrote {args.save} (bert-keras export --model {args.save} serves it)")
+
+
+def add_parser(sub) -> None:
+    """Registers `fill-mask` on the CLI's subparsers."""
+    p = sub.add_parser("fill-mask", help="the likeliest tokens at each [MASK] of a text (BERT's masked-LM head)")
+    p.add_argument("texts", nargs="*", metavar="TEXT", help='texts holding "[MASK]", e.g. "Paris is the [MASK] of '
+                   'France."')
+    p.add_argument("--model", required=True, help=MODEL_HELP)
+    p.add_argument("--vocab", help="vocab.txt, when the model has none beside it (e.g. a preset name)")
+    p.add_argument("--cased", action="store_true", default=None,
+                   help="keep case and accents (default: read from the vocabulary)")
+    p.add_argument("--top-k", type=int, default=5, help="tokens per [MASK] (default 5)")
+    p.add_argument("--json", action="store_true", help="print JSON: per text, per [MASK] from left to right, "
+                   "a list of {token, id, probability} by falling probability")
+    p.add_argument("--save", metavar="FILE.keras", help="also write the masked-LM model (raw text in) for "
+                   "keras.models.load_model and `bert-keras export`")
+    p.set_defaults(func=cmd_fill_mask)
