@@ -10,7 +10,8 @@ Outputs (a dict):
   pooled_output    [B, H]    tanh(dense([CLS] vector)): the sentence vector NSP was trained on.
   encoder_outputs  list of L tensors [B, S, H], every layer's output (the last equals sequence_output).
 `encoder(inputs, pooled_only=True)` returns pooled_output [B, H] alone, the last layer computing only [CLS]: what
-the classification and multiple-choice heads use.
+the classification and multiple-choice heads use. `encoder(inputs, attention_maps=True)` adds "attention_maps": L
+float32 [B, N, S, S], each block's attention probabilities (bert_keras.attention draws them).
 """
 
 from __future__ import annotations
@@ -44,11 +45,15 @@ class BertEncoder(keras.Model):
             "input_mask" (1 for tokens, 0 for padding), "input_type_ids" (segment 0 or 1).
         training: bool. Applies dropout when True.
         pooled_only: bool. Returns only the pooled output [B, H], computing the last block for [CLS] alone.
+        attention_maps: bool. Adds "attention_maps" to the dict: a list of L float32 [B, N, S, S], each block's
+            attention probabilities [batch, head, query, key] after the softmax, before dropout (each row sums
+            to 1; keys at padding get 0; rows of padding queries are arbitrary). Off, nothing more is computed.
 
     Returns:
         dict: "sequence_output" [B, S, H] (0 at padding outside XLA), "pooled_output" [B, H] float32
         (tanh(dense([CLS] vector)), the vector NSP was trained on), "encoder_outputs" (a list of L [B, S, H],
-        every block's output). With `pooled_only=True`, the [B, H] pooled output alone.
+        every block's output), and "attention_maps" with `attention_maps=True`. With `pooled_only=True`, the
+        [B, H] pooled output alone.
 
     Example:
         >>> encoder = bert_keras.BertEncoder(bert_keras.preset_config("bert_tiny"))
@@ -58,6 +63,9 @@ class BertEncoder(keras.Model):
         ((2, 8, 128), (2, 128), 2)
         >>> tuple(encoder(preprocessor(["dull"]), pooled_only=True).shape)
         (1, 128)
+        >>> maps = encoder(preprocessor(["dull"]), attention_maps=True)["attention_maps"]
+        >>> len(maps), tuple(maps[0].shape)                      # L blocks of [B, N, S, S]
+        (2, (1, 2, 8, 8))
     """
 
     def __init__(self, config: BertConfig | dict, **kwargs):
@@ -78,28 +86,36 @@ class BertEncoder(keras.Model):
             config.hidden_size, activation="tanh", name="pooler",
             kernel_initializer=keras.initializers.TruncatedNormal(stddev=config.initializer_range))
 
-        layer_outputs = run_layers(embeddings, blocks, inputs)
-        x = layer_outputs[-1]
-        outputs = {"sequence_output": x,
-                   "pooled_output": ops.cast(pooler(x[:, 0, :]), "float32"),
-                   "encoder_outputs": layer_outputs}
-        super().__init__(inputs=inputs, outputs=outputs, **kwargs)
+        super().__init__(inputs=inputs, outputs=_outputs(pooler, run_layers(embeddings, blocks, inputs)), **kwargs)
         self.config = config
         self.embeddings = embeddings
         self.transformer_layers = blocks
         self.pooler = pooler
 
-    def call(self, inputs, training=None, mask=None, pooled_only=False):
+    def call(self, inputs, training=None, mask=None, pooled_only=False, attention_maps=False):
         """`encoder(inputs, pooled_only=True)`: pooled_output [B, H] alone, equal to the full call's and cheaper:
         the last layer computes only the [CLS] row (1/L of the blocks' work saved). For heads that read nothing
         else (classification, multiple choice); the encoder stays one node of their graph (and of their saved
-        weights' layout)."""
+        weights' layout). `attention_maps=True`: the same layers run outside the functional graph, each also
+        returning its probabilities; off, the graph runs as built."""
+        if attention_maps:
+            if pooled_only:
+                raise ValueError("pooled_only and attention_maps do not combine: the maps need every query row")
+            maps = []
+            outputs = _outputs(self.pooler, run_layers(self.embeddings, self.transformer_layers, inputs, training,
+                                                       attention_maps=maps))
+            return {**outputs, "attention_maps": maps}
         if not pooled_only:
             return super().call(inputs, training=training, mask=mask)
         x = run_layers(self.embeddings, self.transformer_layers, inputs, training, cls_only=True)[-1]
         return ops.cast(self.pooler(x[:, 0, :]), "float32")
 
-    def compute_output_spec(self, inputs, training=None, mask=None, pooled_only=False):
+    def compute_output_spec(self, inputs, training=None, mask=None, pooled_only=False, attention_maps=False):
+        if attention_maps:
+            b, s = inputs["input_word_ids"].shape
+            maps = [keras.KerasTensor((b, self.config.num_attention_heads, s, s), "float32")
+                    for _ in range(self.config.num_hidden_layers)]
+            return {**super().compute_output_spec(inputs, training=training, mask=mask), "attention_maps": maps}
         if not pooled_only:
             return super().compute_output_spec(inputs, training=training, mask=mask)
         return keras.KerasTensor((inputs["input_word_ids"].shape[0], self.config.hidden_size), "float32")
@@ -112,11 +128,24 @@ class BertEncoder(keras.Model):
         return cls(**config)
 
 
-def run_layers(embeddings, blocks, inputs, training=None, cls_only=False) -> list:
-    """Embeddings then each block; returns every block's output [B, S, H] (with cls_only the last is [B, 1, H])."""
+def run_layers(embeddings, blocks, inputs, training=None, cls_only=False, attention_maps=None) -> list:
+    """Embeddings then each block; returns every block's output [B, S, H] (with cls_only the last is [B, 1, H]).
+    attention_maps: None, or a list each block's attention probabilities [B, N, S, S] float32 are appended to."""
     x = embeddings(inputs["input_word_ids"], inputs["input_type_ids"], training=training)
     outputs = []
     for i, block in enumerate(blocks):
-        x = block(x, inputs["input_mask"], training=training, cls_only=cls_only and i == len(blocks) - 1)
+        last = cls_only and i == len(blocks) - 1
+        if attention_maps is None:
+            x = block(x, inputs["input_mask"], training=training, cls_only=last)
+        else:
+            x, probs = block(x, inputs["input_mask"], training=training, cls_only=last, return_attention=True)
+            attention_maps.append(probs)
         outputs.append(x)
     return outputs
+
+
+def _outputs(pooler, layer_outputs) -> dict:
+    """The output dict of every block's output: the last as sequence_output, and its pooled [CLS] vector."""
+    x = layer_outputs[-1]
+    return {"sequence_output": x, "pooled_output": ops.cast(pooler(x[:, 0, :]), "float32"),
+            "encoder_outputs": layer_outputs}

@@ -143,9 +143,12 @@ class TransformerBlock(keras.layers.Layer):
         input_mask: [B, S] int, 1 for tokens, 0 for padding.
         training: bool. Applies dropout when True.
         cls_only: bool. Only position 0 ([CLS]) is computed past attention: returns [B, 1, H].
+        return_attention: bool. Also return the attention probabilities (after the softmax, before dropout).
 
     Returns:
-        [B, S, H] float32 ([B, 1, H] with `cls_only`).
+        [B, S, H] float32 ([B, 1, H] with `cls_only`). With `return_attention`, (that, probabilities [B, N, S, S]
+        float32 ([B, N, 1, S] with `cls_only`)): each query row sums to 1, keys at padding get exp(-10000) = 0,
+        rows of padding queries are arbitrary (uniform over the real keys outside XLA).
 
     Example:
         >>> block = bert_keras.layers.TransformerBlock(hidden_size=16, num_attention_heads=2,
@@ -154,6 +157,9 @@ class TransformerBlock(keras.layers.Layer):
         >>> mask = np.array([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], "int32")
         >>> tuple(block(x, mask).shape), tuple(block(x, mask, cls_only=True).shape)
         ((2, 5, 16), (2, 1, 16))
+        >>> out, probs = block(x, mask, return_attention=True)
+        >>> tuple(probs.shape), float(probs[1, 0, 0, 3])            # [B, N, S, S]; a padding key gets 0
+        ((2, 2, 5, 5), 0.0)
     """
 
     def __init__(self, *, hidden_size, num_attention_heads, intermediate_size, hidden_act="gelu",
@@ -208,16 +214,17 @@ class TransformerBlock(keras.layers.Layer):
         projected = [tokens.scatter(t, b, s) for t in projected]
         return ([self.query(x[:, 0])[:, None]] if cls_only else []) + projected
 
-    def call(self, x, input_mask, training=False, cls_only=False):
+    def call(self, x, input_mask, training=False, cls_only=False, return_attention=False):
         """cls_only: only position 0 ([CLS]) queries, and only its row goes through the output projection,
-        LayerNorms and feed-forward: -> [B, 1, H], all a pooled output needs (Model Garden's output_range=1)."""
+        LayerNorms and feed-forward: -> [B, 1, H], all a pooled output needs (Model Garden's output_range=1).
+        return_attention: -> (that, the float32 probabilities [B, N, Sq, S]); off, nothing more is traced."""
         b, s = ops.shape(x)[0], ops.shape(x)[1]
         tokens = RealTokens(input_mask)             # the dense parts run on real tokens only (see RealTokens)
         h = tokens.gather(x)                                        # [T, H]: T real tokens (or [B, S, H])
         q, k, v = (self._split_heads(t) for t in self._queries_keys_values(x, h, tokens, b, s, cls_only))
         scores = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2))) * (1.0 / self.head_size ** 0.5)  # [B, N, Sq, S]
-        probs = ops.softmax(ops.cast(scores, "float32") + attention_bias(input_mask), axis=-1)            # float32
-        probs = self.attention_probs_dropout(ops.cast(probs, v.dtype), training=training)
+        weights = ops.softmax(ops.cast(scores, "float32") + attention_bias(input_mask), axis=-1)          # float32
+        probs = self.attention_probs_dropout(ops.cast(weights, v.dtype), training=training)
         context = swap_heads(ops.matmul(probs, v))                                          # [B, Sq, N, D]
         context = ops.reshape(context, _reshape_target(context, (self.hidden_size,), keep=1))
         if cls_only:
@@ -228,7 +235,8 @@ class TransformerBlock(keras.layers.Layer):
         h = self.attention_norm(h + ops.cast(attended, h.dtype))
         ffn = self.output_dropout(self.output_dense(self.intermediate(h)), training=training)
         out = self.output_norm(h + ops.cast(ffn, h.dtype))
-        return out[:, None] if cls_only else tokens.scatter(out, b, s)
+        out = out[:, None] if cls_only else tokens.scatter(out, b, s)
+        return (out, weights) if return_attention else out
 
     def get_config(self):
         return {**super().get_config(), "hidden_size": self.hidden_size,

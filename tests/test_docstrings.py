@@ -15,6 +15,7 @@ import pytest
 import tensorflow as tf
 
 import bert_keras
+import bert_keras.attention
 import bert_keras.layers
 import bert_keras.loading
 import bert_keras.pretraining
@@ -46,6 +47,9 @@ PUBLIC = {
     "create_strategy": bert_keras.training.create_strategy,
     "MaskingConfig": bert_keras.pretraining.MaskingConfig,
     "start_data_parallel": bert_keras.training.data_parallel.start_data_parallel,
+    "attention_maps": bert_keras.attention.attention_maps,
+    "draw_heads": bert_keras.attention.draw_heads,
+    "draw_overview": bert_keras.attention.draw_overview,
 }
 # The methods people call on a fine-tuned model.
 READABLE = [BertClassifier.classify, BertSpanLabeler.answer, BertMultipleChoice.choose, BertTagger.entities,
