@@ -192,3 +192,21 @@ def test_from_preset_gives_the_encoder_and_a_matching_preprocessor(archive, tmp_
     assert classifier(x).shape == (2, 3) and classifier.predict(["w1 w2 w3", "w4"], verbose=0).shape == (2, 3)
     assert classifier.preprocessor.vocab == UNCASED_VOCAB
     np.testing.assert_array_equal(classifier.encoder(x)["pooled_output"], encoder(x)["pooled_output"])
+
+
+def test_the_cache_keeps_a_checkpoints_masked_lm_head_for_fill_mask(tmp_path, monkeypatch):
+    from bert_keras.loading import load_backbone_and_heads
+    from bert_keras.tasks import BertPretrainer
+    monkeypatch.setenv("BERT_KERAS_HOME", str(tmp_path / "home"))
+    pretrainer = BertPretrainer(BertEncoder(CONFIG))
+    pretrainer.mlm_head.output_bias.assign(np.arange(CONFIG.vocab_size, dtype="float32"))
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(UNCASED_VOCAB) + "\n")
+    save_google_checkpoint(pretrainer.encoder, str(tmp_path / "ckpt"), vocab_file=str(vocab),
+                           heads=pretrainer.head_weights())
+    folder = get(str(tmp_path / "ckpt"), progress=False)
+    _, _, heads = load_backbone_and_heads(folder)
+    want = {k: v for k, v in pretrainer.head_weights().items() if k.startswith("cls/predictions/")}
+    assert sorted(heads) == sorted(want)
+    for name, value in want.items():
+        np.testing.assert_array_equal(heads[name], value)
