@@ -9,6 +9,7 @@ import sys
 
 from bert_keras_cli import attention
 from bert_keras_cli import fill_mask
+from bert_keras_cli import inside
 from bert_keras_cli.errors import CommandError
 from savedmodels.precision import PRECISIONS
 
@@ -553,6 +554,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_predict)
 
     attention.add_parser(sub)
+    inside.add_parser(sub)
     zoo = sub.add_parser("zoo", help="the released google-research checkpoints by name").add_subparsers(
         dest="zoo_command", required=True, metavar="ZOO_COMMAND")
     p = zoo.add_parser("list", help="the catalogue: name, layers, hidden, heads, parameters, casing")

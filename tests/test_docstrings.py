@@ -16,9 +16,11 @@ import tensorflow as tf
 
 import bert_keras
 import bert_keras.attention
+import bert_keras.features
 import bert_keras.layers
 import bert_keras.loading
 import bert_keras.pretraining
+import bert_keras.probes
 import bert_keras.tasks
 import bert_keras.tasks.base
 import bert_keras.tasks.pretrainer
@@ -50,6 +52,15 @@ PUBLIC = {
     "attention_maps": bert_keras.attention.attention_maps,
     "draw_heads": bert_keras.attention.draw_heads,
     "draw_overview": bert_keras.attention.draw_overview,
+    "word_features": bert_keras.features.word_features,
+    "hidden_state_indices": bert_keras.features.hidden_state_indices,
+    "combine_hidden_states": bert_keras.features.combine_hidden_states,
+    "ScalarMix": bert_keras.features.ScalarMix,
+    "train_probe": bert_keras.probes.train_probe,
+    "sklearn_c": bert_keras.probes.sklearn_c,
+    "probe_conll2003": bert_keras.probes.probe_conll2003,
+    "plot_probe": bert_keras.probes.plot_probe,
+    "default_conll_dir": bert_keras.probes.default_conll_dir,
 }
 # The methods people call on a fine-tuned model.
 READABLE = [BertClassifier.classify, BertSpanLabeler.answer, BertMultipleChoice.choose, BertTagger.entities,
