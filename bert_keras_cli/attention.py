@@ -10,6 +10,7 @@ The .npz holds `attentions` (float32 [layers, heads, pieces, pieces], [CLS] and 
 from __future__ import annotations
 
 from bert_keras_cli.errors import CommandError
+from bert_keras_cli.model_flags import add_model_flags, load_model_flags
 
 
 def cmd_attention(args) -> None:
@@ -18,14 +19,12 @@ def cmd_attention(args) -> None:
 
     from bert_keras.atomic import atomic_file
     from bert_keras.attention import attention_maps, draw_heads, draw_overview
-    from bert_keras.loading import bundled_minilm_folder, load_backbone
     text = " ".join(args.text)
     if not text.strip():
         raise CommandError("no text: give the sentence to look at, e.g. bert-keras attention --npz a.npz "
                            "'the cat sat on the mat'")
+    _, encoder, preprocessor = load_model_flags(args)
     try:
-        encoder, preprocessor = load_backbone(args.model or bundled_minilm_folder(), args.vocab,
-                                              None if args.cased is None else not args.cased)
         attentions, tokens = attention_maps(encoder, preprocessor, text)
     except (FileNotFoundError, ValueError, RuntimeError) as e:
         raise CommandError(str(e)) from None
@@ -52,11 +51,8 @@ def add_parser(sub) -> None:
                                    "head on one text: --npz holds attentions [layers, heads, pieces, pieces] and "
                                    "tokens; --out draws them (docs/attention.md).")
     p.add_argument("text", nargs="+", help="the text (several words are joined with spaces)")
-    p.add_argument("--model", help="checkpoint folder, zoo name, .keras file or preset (default: the real "
-                                   "all-MiniLM-L6-v2 weights)")
-    p.add_argument("--vocab", help="vocab.txt, when the model has none beside it (e.g. a preset name)")
-    p.add_argument("--cased", action="store_true", default=None,
-                   help="keep case and accents (default: read from the vocabulary)")
+    add_model_flags(p, "checkpoint folder, zoo name, .keras file or preset (default: the real all-MiniLM-L6-v2 "
+                       "weights)")
     p.add_argument("--npz", required=True, help="the .npz to write: attentions and tokens")
     p.add_argument("--out", help="a PNG to draw: every layer x head, or with --layer one layer's heads")
     p.add_argument("--layer", type=int, metavar="K",

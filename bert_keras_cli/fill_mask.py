@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from bert_keras_cli.errors import CommandError
+from bert_keras_cli.model_flags import add_model_flags, lower_case
 
 MODEL_HELP = ("a model with BERT's masked-LM head: a google-research checkpoint, a Hugging Face BertForMaskedLM or "
               "BertForPreTraining folder, a `bert-keras pretrain --out` folder, a saved BertMaskedLM (.keras), a "
@@ -19,8 +20,7 @@ def cmd_fill_mask(args) -> None:
     if args.top_k < 1:
         raise CommandError(f"--top-k must be at least 1, got {args.top_k}")
     try:
-        model = load_masked_lm(args.model, vocab=args.vocab, lower_case=None if args.cased is None else not args.cased,
-                               top_k=args.top_k)
+        model = load_masked_lm(args.model, vocab=args.vocab, lower_case=lower_case(args), top_k=args.top_k)
         results = model.fill_mask(args.texts, top_k=args.top_k)
     except (FileNotFoundError, ValueError) as e:
         raise CommandError(str(e)) from None
@@ -46,10 +46,7 @@ def add_parser(sub) -> None:
     p = sub.add_parser("fill-mask", help="the likeliest tokens at each [MASK] of a text (BERT's masked-LM head)")
     p.add_argument("texts", nargs="*", metavar="TEXT", help='texts holding "[MASK]", e.g. "Paris is the [MASK] of '
                    'France."')
-    p.add_argument("--model", required=True, help=MODEL_HELP)
-    p.add_argument("--vocab", help="vocab.txt, when the model has none beside it (e.g. a preset name)")
-    p.add_argument("--cased", action="store_true", default=None,
-                   help="keep case and accents (default: read from the vocabulary)")
+    add_model_flags(p, MODEL_HELP, required=True)
     p.add_argument("--top-k", type=int, default=5, help="tokens per [MASK] (default 5)")
     p.add_argument("--json", action="store_true", help="print JSON: per text, per [MASK] from left to right, "
                    "a list of {token, id, probability} by falling probability")

@@ -14,18 +14,9 @@ Long lines: words past the model's length are dropped, counted per line in `num_
 from __future__ import annotations
 
 from bert_keras_cli.errors import CommandError
+from bert_keras_cli.model_flags import add_model_flags, load_model_flags
 
 MODEL_HELP = ("checkpoint folder, zoo name, .keras file or preset (default: the real all-MiniLM-L6-v2 weights)")
-
-
-def _backbone(args, command_error):
-    from bert_keras.loading import bundled_minilm_folder, load_backbone
-    try:
-        source = args.model or bundled_minilm_folder()
-        return (source, *load_backbone(source, args.vocab, None if args.cased is None else not args.cased,
-                                       max_seq_length=args.max_seq_length))
-    except (FileNotFoundError, ValueError, RuntimeError) as e:
-        raise command_error(str(e)) from None
 
 
 def cmd_features(args) -> None:
@@ -54,7 +45,7 @@ def cmd_features(args) -> None:
         raise CommandError(f"{args.file} is not UTF-8 ({e}): convert it, e.g. iconv -t utf-8") from None
     if not texts:
         raise CommandError(f"{args.file} is empty: write one text a line")
-    source, encoder, preprocessor = _backbone(args, CommandError)
+    source, encoder, preprocessor = load_model_flags(args, max_seq_length=args.max_seq_length)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
@@ -92,7 +83,7 @@ def cmd_probe(args) -> None:
         value = getattr(args, flag)
         if value is not None and value < 1:
             raise CommandError(f"--{flag.replace('_', '-')} must be at least 1, got {value}")
-    source, encoder, preprocessor = _backbone(args, CommandError)
+    source, encoder, preprocessor = load_model_flags(args, max_seq_length=args.max_seq_length)
     try:
         result = probe_conll2003(encoder, preprocessor, args.label, data_dir=data,
                                  train_sentences=args.train_sentences, valid_sentences=args.valid_sentences,
@@ -115,10 +106,7 @@ def cmd_probe(args) -> None:
 
 
 def _model_flags(p) -> None:
-    p.add_argument("--model", help=MODEL_HELP)
-    p.add_argument("--vocab", help="vocab.txt, when the model has none beside it (e.g. a preset name)")
-    p.add_argument("--cased", action="store_true", default=None,
-                   help="keep case and accents (default: read from the vocabulary)")
+    add_model_flags(p, MODEL_HELP)
     p.add_argument("--max-seq-length", type=int, default=512,
                    help="word pieces kept per text, [CLS] and [SEP] included (default 512); words past it are "
                         "dropped and reported")

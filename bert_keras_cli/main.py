@@ -11,6 +11,7 @@ from bert_keras_cli import attention
 from bert_keras_cli import fill_mask
 from bert_keras_cli import inside
 from bert_keras_cli.errors import CommandError
+from bert_keras_cli.model_flags import add_model_flags, lower_case
 from savedmodels.precision import PRECISIONS
 
 # The environment defaults (Keras backend, oneDNN, TensorFlow's log level) are set by bert_keras/__init__.py,
@@ -155,7 +156,7 @@ def finetune_config(args):
     model = args.model or _minilm_folder()
     return FinetuneConfig(
         task=args.task, model=model, out=args.out, train=args.train, eval=args.eval, data=args.data,
-        vocab=args.vocab, lower_case=None if args.cased is None else not args.cased, epochs=args.epochs,
+        vocab=args.vocab, lower_case=lower_case(args), epochs=args.epochs,
         batch_size=args.batch_size, learning_rate=args.learning_rate, warmup_proportion=args.warmup_proportion,
         schedule=args.schedule, weight_decay=args.weight_decay, adam_epsilon=args.adam_epsilon,
         seq_length=args.seq_length, max_seq_length=args.max_seq_length or (384 if "squad" in args.task else 128),
@@ -227,7 +228,7 @@ def cmd_pretrain(args) -> None:
     from bert_keras.pretraining import PretrainConfig, pretrain
     config = PretrainConfig(
         model=args.model or "bert_base", out=args.out, records=args.records, text=args.text, vocab=args.vocab,
-        lower_case=None if args.cased is None else not args.cased, max_seq_length=args.max_seq_length or 128,
+        lower_case=lower_case(args), max_seq_length=args.max_seq_length or 128,
         max_predictions_per_seq=args.max_predictions_per_seq, nsp=not args.no_nsp and not args.text,
         train_steps=args.train_steps, save_every=args.save_every, batch_size=args.batch_size,
         learning_rate=args.learning_rate, warmup_steps=args.warmup_steps, optimizer=args.optimizer,
@@ -296,7 +297,7 @@ def cmd_export_hub(args) -> None:
     from savedmodels.hub import export_hub_style
     try:
         encoder, preprocessor = load_backbone(args.model or _minilm_folder(), args.vocab,
-                                              None if args.cased is None else not args.cased)
+                                              lower_case(args))
         paths = export_hub_style(encoder, preprocessor, args.out, args.seq_length)
     except (FileNotFoundError, FileExistsError, ValueError) as e:
         raise CommandError(str(e)) from None
@@ -363,14 +364,6 @@ def _flag_value(text: str) -> bool:
     if text.lower() in ("false", "0", "no"):
         return False
     raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
-
-
-def add_model_flags(p, model_help: str) -> None:
-    """--model/--vocab/--cased, the same in every subcommand that takes a model."""
-    p.add_argument("--model", help=model_help)
-    p.add_argument("--vocab", help="vocab.txt, when the model has none beside it (e.g. a preset name)")
-    p.add_argument("--cased", action="store_true", default=None,
-                   help="keep case and accents (default: read from the vocabulary)")
 
 
 def add_training_flags(p, learning_rate: float, schedule: str) -> None:

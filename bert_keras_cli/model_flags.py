@@ -1,0 +1,29 @@
+"""--model/--vocab/--cased, the same in every subcommand that takes a model, and the one way they become a model."""
+
+from __future__ import annotations
+
+from bert_keras_cli.errors import CommandError
+
+
+def add_model_flags(p, model_help: str, required: bool = False) -> None:
+    """Adds --model/--vocab/--cased to the subcommand parser `p`."""
+    p.add_argument("--model", required=required, help=model_help)
+    p.add_argument("--vocab", help="vocab.txt, when the model has none beside it (e.g. a preset name)")
+    p.add_argument("--cased", action="store_true", default=None,
+                   help="keep case and accents (default: read from the vocabulary)")
+
+
+def lower_case(args) -> bool | None:
+    """--cased as BertPreprocessor's lower_case: None (read from the vocabulary) unless given."""
+    return None if args.cased is None else not args.cased
+
+
+def load_model_flags(args, **preprocessor_args):
+    """(source, encoder, preprocessor) for --model (default: the real all-MiniLM-L6-v2), --vocab and --cased; a
+    source that cannot be read is a CommandError naming why."""
+    from bert_keras.loading import bundled_minilm_folder, load_backbone
+    try:
+        source = args.model or bundled_minilm_folder()
+        return (source, *load_backbone(source, args.vocab, lower_case(args), **preprocessor_args))
+    except (FileNotFoundError, ValueError, RuntimeError) as e:
+        raise CommandError(str(e)) from None
