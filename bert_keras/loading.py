@@ -106,19 +106,16 @@ def load_backbone_and_heads(source: str, vocab: str | None = None, lower_case: b
         if own is not None and vocab is None:
             lower_case = own.lower_case if lower_case is None else lower_case
             return encoder, BertPreprocessor(own.vocab, lower_case=lower_case, **preprocessor_args), heads
-    elif os.path.exists(source) and _is_zoo_folder(source) or (
-            not os.path.exists(source) and not os.path.exists(source + ".index")):
+    elif _is_zoo_folder(source) or not (os.path.exists(source) or os.path.exists(source + ".index")):
         from bert_keras.zoo import from_preset, get
         from bert_keras.zoo.catalogue import load_catalogue
+        from bert_keras.zoo.fetch import cached_mlm_head
         if not os.path.exists(source) and source not in load_catalogue():
             raise FileNotFoundError(f"--model {source!r} is not a checkpoint, a .keras file, a preset "
                                     f"({', '.join(PRESETS)}) or a zoo name (bert-keras zoo list)")
-        encoder, preprocessor = from_preset(source, lower_case=lower_case, **preprocessor_args)
-        saved_heads = os.path.join(get(source, progress=False), "mlm_head.npz")
-        if os.path.exists(saved_heads):
-            with np.load(saved_heads) as f:
-                heads = {name.replace(":", "/"): f[name] for name in f.files}
-        return encoder, preprocessor, heads
+        folder = get(source)                               # the cached model folder (fetched once)
+        encoder, preprocessor = from_preset(folder, lower_case=lower_case, **preprocessor_args)
+        return encoder, preprocessor, cached_mlm_head(folder)
     else:
         from bert_keras.checkpoints import load_checkpoint_with_heads
         _, encoder, heads = load_checkpoint_with_heads(source)

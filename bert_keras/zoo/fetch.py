@@ -163,6 +163,19 @@ def verify_checkpoint(folder: str, entry: CatalogueEntry) -> BertConfig:
     return config
 
 
+MLM_HEAD_FILE = "mlm_head.npz"        # {google-research name with ":" for "/": array}
+
+
+def cached_mlm_head(folder: str) -> dict:
+    """The masked-LM head `_convert` kept in a cached model folder, {`cls/predictions/...`: array}; {} when the
+    checkpoint had none (or was cached before the head was kept)."""
+    path = os.path.join(folder, MLM_HEAD_FILE)
+    if not os.path.exists(path):
+        return {}
+    with np.load(path) as f:
+        return {name.replace(":", "/"): f[name] for name in f.files}
+
+
 def _convert(folder: str, target: str, metadata: dict) -> str:
     """Converts a checkpoint folder into target/ (model.keras, vocab.txt, bert_config.json, zoo.json, and
     mlm_head.npz when the checkpoint has the masked-LM head), atomically."""
@@ -171,8 +184,8 @@ def _convert(folder: str, target: str, metadata: dict) -> str:
     with atomic_directory(target) as tmp:
         encoder.save(os.path.join(tmp, "model.keras"))
         mlm = {name.replace("/", ":"): value for name, value in heads.items() if name.startswith("cls/predictions/")}
-        if mlm:                                       # the masked-LM head, for fill-mask (loading.py reads it)
-            np.savez(os.path.join(tmp, "mlm_head.npz"), **mlm)
+        if mlm:                                       # the masked-LM head, for fill-mask (cached_mlm_head reads it)
+            np.savez(os.path.join(tmp, MLM_HEAD_FILE), **mlm)
         shutil.copyfile(os.path.join(folder, "vocab.txt"), os.path.join(tmp, "vocab.txt"))
         config.to_json_file(os.path.join(tmp, "bert_config.json"))
         with open(os.path.join(tmp, "zoo.json"), "w", encoding="utf-8") as f:
