@@ -375,12 +375,13 @@ def _state_function(encoder):
         blocks = model(x, training=False)["encoder_outputs"]
         return [model.embeddings(x["input_word_ids"], x["input_type_ids"], training=False), *blocks]
 
-    if keras.backend.backend() != "tensorflow":
+    from bert_keras.backends import on_tensorflow
+    from bert_keras.encoder import INPUT_NAMES
+    if not on_tensorflow():
         return states
     if encoder not in _STATE_FUNCTIONS:
         import tensorflow as tf
-        spec = {name: tf.TensorSpec([None, None], tf.int32)
-                for name in ("input_word_ids", "input_mask", "input_type_ids")}
+        spec = {name: tf.TensorSpec([None, None], tf.int32) for name in INPUT_NAMES}
         _STATE_FUNCTIONS[encoder] = tf.function(states, input_signature=[spec], autograph=False)
     return _STATE_FUNCTIONS[encoder]
 

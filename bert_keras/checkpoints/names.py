@@ -11,12 +11,13 @@ from __future__ import annotations
 import numpy as np
 
 HEAD_PREFIX = "cls/"
-HEAD_NAMES = (
+POOLER_NAMES = ("bert/pooler/dense/kernel", "bert/pooler/dense/bias")   # a BertForMaskedLM saves none
+MLM_HEAD_NAMES = (
     "cls/predictions/transform/dense/kernel", "cls/predictions/transform/dense/bias",
     "cls/predictions/transform/LayerNorm/gamma", "cls/predictions/transform/LayerNorm/beta",
     "cls/predictions/output_bias",
-    "cls/seq_relationship/output_weights", "cls/seq_relationship/output_bias",
 )
+HEAD_NAMES = MLM_HEAD_NAMES + ("cls/seq_relationship/output_weights", "cls/seq_relationship/output_bias")
 
 
 def _dense(prefix, layer):
@@ -58,9 +59,6 @@ def split_heads(tensors: dict) -> tuple[dict, dict]:
     return {k: v for k, v in tensors.items() if not k.startswith(HEAD_PREFIX)}, heads
 
 
-POOLER_NAMES = ("bert/pooler/dense/kernel", "bert/pooler/dense/bias")
-
-
 def assign_encoder_weights(encoder, tensors: dict, source: str = "checkpoint", optional=()) -> None:
     """Assigns {google name: array} to the encoder; every mismatch is named, nothing is half-assigned. Names in
     `optional` may be missing (those variables keep their initial values)."""
@@ -90,3 +88,14 @@ def assign_encoder_weights(encoder, tensors: dict, source: str = "checkpoint", o
 def encoder_weights(encoder) -> dict:
     """{google name: numpy array} of an encoder's weights: the inverse of assign_encoder_weights."""
     return {name: np.asarray(v.numpy()) for name, v in encoder_variables(encoder).items()}
+
+
+def assign_named(variables: dict, tensors: dict, what: str) -> None:
+    """Assigns {name: array} to {name: variable}; a missing or mis-shaped weight is named, nothing half-assigned."""
+    problems = [f"{name} is missing" for name in variables if name not in tensors]
+    problems += [f"shape of {name}: {np.shape(tensors[name])} in the {what}, {tuple(v.shape)} in the model"
+                 for name, v in variables.items() if name in tensors and np.shape(tensors[name]) != tuple(v.shape)]
+    if problems:
+        raise ValueError(f"the {what} does not fit: " + "; ".join(problems))
+    for name, variable in variables.items():
+        variable.assign(np.asarray(tensors[name], dtype=variable.dtype))

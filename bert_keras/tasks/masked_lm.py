@@ -11,18 +11,15 @@ Shapes: ids [B, S]; masked_lm_positions [B, P] (0-padded); logits [B, P, V].
 from __future__ import annotations
 
 import keras
-import numpy as np
 import tensorflow as tf
 from keras import ops
 
+from bert_keras.checkpoints.names import MLM_HEAD_NAMES, assign_named
 from bert_keras.encoder import INPUT_NAMES
 from bert_keras.layers import activation_fn
 from bert_keras.tasks.base import TaskModel, id_inputs
 
 MASK = "[MASK]"
-MLM_HEAD_NAMES = ("cls/predictions/transform/dense/kernel", "cls/predictions/transform/dense/bias",
-                  "cls/predictions/transform/LayerNorm/gamma", "cls/predictions/transform/LayerNorm/beta",
-                  "cls/predictions/output_bias")
 
 
 @keras.saving.register_keras_serializable(package="bert_keras")
@@ -84,17 +81,6 @@ class MaskedLMHead(keras.layers.Layer):
         """{google-research name (`cls/predictions/...`): variable}, the names every checkpoint reader gives."""
         return dict(zip(MLM_HEAD_NAMES, (self.transform.kernel, self.transform.bias, self.layer_norm.gamma,
                                          self.layer_norm.beta, self.output_bias)))
-
-
-def assign_named(variables: dict, tensors: dict, what: str) -> None:
-    """Assigns {name: array} to {name: variable}; a missing or mis-shaped weight is named, nothing half-assigned."""
-    problems = [f"{name} is missing" for name in variables if name not in tensors]
-    problems += [f"shape of {name}: {np.shape(tensors[name])} in the {what}, {tuple(v.shape)} in the model"
-                 for name, v in variables.items() if name in tensors and np.shape(tensors[name]) != tuple(v.shape)]
-    if problems:
-        raise ValueError(f"the {what} does not fit: " + "; ".join(problems))
-    for name, variable in variables.items():
-        variable.assign(np.asarray(tensors[name], dtype=variable.dtype))
 
 
 def tokenize_keeping_masks(tokenize, text, mask_id: int):
@@ -183,7 +169,7 @@ class BertMaskedLM(TaskModel):
         probabilities = tf.nn.softmax(tf.cast(self.inference(ids), tf.float32))              # [B, P, V]
         k = tf.minimum(tf.cast(self.top_k if top_k is None else top_k, tf.int32), tf.shape(probabilities)[-1])
         top = tf.math.top_k(probabilities, k)
-        mask_count = tf.reduce_sum(tf.cast(tf.equal(ids["input_word_ids"], self.mask_id), tf.int32), axis=1)
+        mask_count = tf.math.count_nonzero(ids["masked_lm_positions"], axis=1, dtype=tf.int32)   # 0 is [CLS]: padding
         vocab = tf.constant(self.require_preprocessor().vocab)
         return {"mask_count": mask_count, "token_ids": top.indices, "tokens": tf.gather(vocab, top.indices),
                 "probabilities": top.values}

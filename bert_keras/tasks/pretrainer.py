@@ -15,8 +15,9 @@ import keras
 import numpy as np
 from keras import ops
 
+from bert_keras.checkpoints.names import assign_named
 from bert_keras.tasks.base import TaskModel, dense_head, id_inputs
-from bert_keras.tasks.masked_lm import MaskedLMHead, assign_named
+from bert_keras.tasks.masked_lm import MaskedLMHead
 
 
 @keras.saving.register_keras_serializable(package="bert_keras")
