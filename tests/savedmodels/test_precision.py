@@ -42,7 +42,7 @@ def test_missing_instructions_warn_and_unknown_precision_is_refused(model):
     with pytest.warns(UserWarning, match="none of avx512_bf16, amx_bf16.*slower than fp32"):
         precision.with_precision(model, "bf16", serving_cpu_flags={"avx2"})
     # int8 is slower than fp32 on TensorFlow's CPU kernels with or without VNNI (measured): always said.
-    with pytest.warns(UserWarning, match="int8 export .* serves 3-4x slower than fp32"):
+    with pytest.warns(UserWarning, match="int8 export .* serves slower than fp32, with or without VNNI"):
         precision.with_precision(model, "int8", serving_cpu_flags={"avx2", "avx512_vnni"})
     with pytest.raises(ValueError, match="precision must be one of fp32, bf16, int8"):
         precision.with_precision(model, "fp16")
