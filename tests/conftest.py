@@ -111,20 +111,21 @@ def run_workers(argv: list[str], count: int = 2, timeout: float = 900) -> list[s
     return [stdout for stdout, _ in outputs]
 
 
-def kill_after_checkpoint(process, state, at_least: int, timeout: float = 900) -> int:
-    """Waits until the pretraining run `process` has written a checkpoint (`state`: its checkpoint/state.json) at
-    step `at_least` or later, kills it with SIGKILL and returns the step of its last checkpoint."""
+def kill_after_checkpoint(process, state, at_least: int, timeout: float = 900, key: str = "step") -> int:
+    """Waits until the training run `process` has written a resume point (`state`: its state.json; pretraining's
+    checkpoint/, fine-tuning's backup/) whose `key` ("step", or "epoch") is `at_least` or more, kills it with
+    SIGKILL and returns that count of its last resume point."""
     import json
     import signal
     import time
     deadline = time.time() + timeout
     while time.time() < deadline and process.poll() is None:
-        if state.exists() and json.loads(state.read_text())["step"] >= at_least:
+        if state.exists() and json.loads(state.read_text())[key] >= at_least:
             break
         time.sleep(0.05)
     process.send_signal(signal.SIGKILL)
     process.wait()
-    return json.loads(state.read_text())["step"]
+    return json.loads(state.read_text())[key]
 
 
 def pretraining_records(vocab: str, folder: pathlib.Path, shards: int, dupe_factor: int, seq: int = 64,

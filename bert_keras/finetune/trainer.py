@@ -12,8 +12,9 @@ The output folder holds, when it finishes:
   logs/               TensorBoard (loss and learning rate every `log_every` steps, the evaluation metric and the
                       epoch's loss and learning rate after each epoch)
   training_curves.png loss per step and the metric per epoch
-  backup/             Keras BackupAndRestore state while training (with the optimizer's): a rerun of the same
-                      command resumes there
+  backup/             while training, a resume point after every epoch (training/resume.py: weights with the
+                      optimizer's state, dropout seeds, the scores so far): a rerun of the same command after a
+                      kill resumes there, with the batches and dropout masks the whole run would have had
 On a CPU or GPU every training example is used each epoch (the last batch may be smaller); on a TPU, or with a
 fixed --seq-length under XLA, the last partial batch is dropped (static shapes) and the run says so. In a
 multi-worker job the chief writes `out`, the other workers their own `out/worker-<i>`.
@@ -25,7 +26,6 @@ import dataclasses
 import os
 import time
 
-import keras
 import tensorflow as tf
 
 from bert_keras.atomic import atomic_file, write_json
@@ -34,6 +34,7 @@ from bert_keras.training.callbacks import EpochEvaluation, EpochTimer, TrainingC
 from bert_keras.training.config import TrainingConfig
 from bert_keras.training.input_pipelines import distributed_input
 from bert_keras.training.record import run_record
+from bert_keras.training.resume import EpochCheckpoint
 from bert_keras.training.setup import (compile_for_training, fit, log_callbacks, output_folder, start,
                                        static_batches)
 
@@ -95,14 +96,26 @@ def _files(config: FinetuneConfig, task) -> tuple[str, str | None]:
 
 
 def training_input(task, train: list, model, config: FinetuneConfig, shard: int = 0, shards: int = 1,
-                   batch_size: int | None = None, drop_remainder: bool = False) -> tf.data.Dataset:
+                   batch_size: int | None = None, drop_remainder: bool = False,
+                   skip_batches: int = 0) -> tf.data.Dataset:
     """One input pipeline's training batches, repeated: examples shard, shard + shards, ... (disjoint parts for
     the hosts of a multi-worker job or a pod), in batches of `batch_size` (per replica), the last of each pass
     smaller unless `drop_remainder`; with a fixed sequence length and `drop_remainder` the model's text_dataset
-    pins every shape (a TPU compile needs to see them)."""
+    pins every shape (a TPU compile needs to see them). A resumed run passes over the `skip_batches` its epochs
+    already trained on: every pass's shuffle is drawn again in order, so the next batch is the one an
+    uninterrupted run would read (the passes are preprocessed again, seconds against an epoch's training)."""
     batch_size = batch_size or config.batch_size
-    return task.dataset(train[shard::shards], model, batch_size, training=True, seed=config.seed,
-                        drop_remainder=drop_remainder).repeat()
+    ds = task.dataset(train[shard::shards], model, batch_size, training=True, seed=config.seed,
+                      drop_remainder=drop_remainder).repeat()
+    return ds.skip(skip_batches) if skip_batches else ds
+
+
+def resume_settings(config: FinetuneConfig) -> dict:
+    """The settings a resumed run must share with the run it continues: all but where and how it reports, the
+    evaluation, and the devices (a run may resume on other hardware)."""
+    ignored = {"out", "progress", "log_every", "eval", "eval_batch_size", "max_eval_examples", "strategy",
+               "backend", "tpu", "steps_per_execution"}
+    return {k: v for k, v in dataclasses.asdict(config).items() if k not in ignored}
 
 
 def steps_per_epoch(task, train: list, model, batch_size: int, drop_remainder: bool) -> tuple[int, int]:
@@ -169,20 +182,26 @@ def finetune(config: FinetuneConfig, callbacks: list | None = None) -> dict:
               f"training sequences): shapes must be static on a TPU or with --seq-length and --jit-compile",
               flush=True)
     timer = EpochTimer()
-    own = [timer, keras.callbacks.BackupAndRestore(os.path.join(out, "backup"))]
-    evaluator = None
-    if evaluation:
-        evaluator = EpochEvaluation(task, evaluation, config.eval_batch_size, out)
-        own.append(evaluator)                         # before the logs, so they see its metric
-    own += log_callbacks(out, task.metric_name if evaluation else None, config.log_every)
+    evaluator = EpochEvaluation(task, evaluation, config.eval_batch_size, out) if evaluation else None
+    checkpoint = EpochCheckpoint(os.path.join(out, "backup"), resume_settings(config), evaluator, timer)
+    with strategy.scope():
+        model.optimizer.build(model.trainable_variables)       # so a resume point's optimizer state can load
+        done = checkpoint.restore(model)
+    if done:
+        print(f"resumed after epoch {done} ({checkpoint.folder})", flush=True)
+    # The evaluation before the logs, so they see its metric; the checkpoint after the records it keeps.
+    own = [timer, *([evaluator] if evaluator else []), checkpoint,
+           *log_callbacks(out, task.metric_name if evaluation else None, config.log_every)]
     # When the batches divide the data evenly, drop_remainder drops nothing and tells the graph the batch size
     # (a static batch dimension: the same kernels, so the same float results, as before partial batches were kept).
     whole = drop or sequences % config.batch_size == 0
+    per_step = min(per_epoch, total_steps)
     train_input = distributed_input(strategy, lambda shard, shards, batch_size: training_input(
-        task, train, model, config, shard, shards, batch_size, whole), config.batch_size)
+        task, train, model, config, shard, shards, batch_size, whole,
+        skip_batches=done * per_step * config.batch_size // (batch_size * shards)), config.batch_size)
     started = time.perf_counter()
-    history = fit(model, train_input, config, epochs=max(1, int(-(-config.epochs // 1))),
-                  steps_per_epoch=min(per_epoch, total_steps), callbacks=own + list(callbacks or []))
+    fit(model, train_input, config, epochs=max(1, int(-(-config.epochs // 1))), steps_per_epoch=per_step,
+        initial_epoch=done, callbacks=own + list(callbacks or []))
     timing = _timing(time.perf_counter() - started, timer.seconds, evaluator.seconds if evaluator else [],
                      sequences if not drop else per_epoch * config.batch_size)
     scores = evaluator.history if evaluator else []
@@ -192,7 +211,8 @@ def finetune(config: FinetuneConfig, callbacks: list | None = None) -> dict:
                        "training_sequences": sequences, "steps_per_epoch": per_epoch, "steps": total_steps,
                        "dropped_last_batch": bool(drop and sequences % config.batch_size),
                        "final": final, "history": scores, "timing": timing, **run_record(config, strategy)})
-    return {"metrics": final, "history": scores, "loss": history.history.get("loss", []), "timing": timing,
+    checkpoint.finish()
+    return {"metrics": final, "history": scores, "loss": checkpoint.losses, "timing": timing,
             "steps": total_steps, "out": out, "model": model}
 
 

@@ -1,9 +1,9 @@
 """`bert-keras pretrain`: BertPretrainer.fit on google-research records (or dynamic masking), resumable to the step.
 
 Keras runs the loop; an "epoch" here is one checkpoint interval (`save_every` steps), so the progress bar, the
-TensorBoard logs and the checkpoints share one clock. A checkpoint is `checkpoint/model.weights.h5` (weights and
-optimizer state: moments and step counter) plus `checkpoint/state.json` ({"step"}), each written to a temporary
-name and renamed, the weights first, so a kill -9 at any moment leaves the previous complete checkpoint. On
+TensorBoard logs and the checkpoints share one clock. A checkpoint is a resume point in `checkpoint/`
+(training/resume.py: weights with the optimizer's moments and step counter, then `state.json` ({"step"}) naming
+them, replaced last), so a kill -9 at any moment leaves the previous complete checkpoint. On
 start, a checkpoint in `out` is restored and the data pipeline starts at the next batch without reading the ones
 already trained on (pretraining/reading_order.py); dropout's random stream is re-derived from (seed, interval) at
 every interval, so a resumed run computes exactly what an uninterrupted one does.
@@ -12,12 +12,12 @@ every interval, so a resumed run computes exactly what an uninterrupted one does
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 
 import keras
 
-from bert_keras.atomic import atomic_file, write_json
+from bert_keras.atomic import atomic_file
+from bert_keras.training.resume import restore_resume_point, save_resume_point
 from bert_keras.training.config import TrainingConfig
 
 
@@ -72,18 +72,9 @@ class StepCheckpoint(keras.callbacks.Callback):
         super().__init__()
         self.folder, self.steps, self.seed = folder, steps_per_interval, seed
 
-    @property
-    def weights_path(self):
-        return os.path.join(self.folder, "model.weights.h5")
-
     def restored_step(self, model) -> int:
-        state = os.path.join(self.folder, "state.json")
-        if not (os.path.exists(state) and os.path.exists(self.weights_path)):
-            return 0
-        with open(state, encoding="utf-8") as f:
-            step = int(json.load(f)["step"])
-        model.load_weights(self.weights_path)
-        return step
+        record = restore_resume_point(model, self.folder)
+        return int(record["step"]) if record else 0
 
     def on_epoch_begin(self, epoch, logs=None):
         for layer in self.model._flatten_layers():
@@ -91,11 +82,8 @@ class StepCheckpoint(keras.callbacks.Callback):
                 generator.state.assign([self.seed * 1_000_003 + epoch, k])
 
     def on_epoch_end(self, epoch, logs=None):
-        os.makedirs(self.folder, exist_ok=True)
-        tmp = os.path.join(self.folder, ".partial.weights.h5")   # Keras wants the .weights.h5 ending
-        self.model.save_weights(tmp)
-        os.replace(tmp, self.weights_path)
-        write_json(os.path.join(self.folder, "state.json"), {"step": (epoch + 1) * self.steps}, indent=None)
+        step = (epoch + 1) * self.steps
+        save_resume_point(self.model, self.folder, step, {"step": step})
 
 
 def pretrain(config: PretrainConfig) -> dict:

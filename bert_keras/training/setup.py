@@ -101,5 +101,26 @@ def log_callbacks(out: str, metric: str | None, log_every: int = 10) -> list:
 def fit(model, data, config, *, epochs: int, steps_per_epoch: int, callbacks: list, initial_epoch: int = 0):
     """`model.fit` on a tf.data input that is already shuffled (shuffle=False: Keras would ignore it and warn),
     with a progress bar or one line per epoch (`config.progress`)."""
+    if not on_tensorflow() and isinstance(data, tf.data.Dataset):
+        build_from_spec(model, data.element_spec)
     return model.fit(data, epochs=epochs, steps_per_epoch=steps_per_epoch, initial_epoch=initial_epoch,
                      callbacks=callbacks, verbose=1 if config.progress else 2, shuffle=False)
+
+
+def build_from_spec(model, element_spec) -> None:
+    """Builds the compiled loss and metrics of `model` from the shapes and dtypes of its training input, without
+    reading a batch. Keras' JAX `fit` otherwise draws one batch through a second iterator of the input, and a
+    second iterator of a reshuffling tf.data pipeline draws the next pass's shuffle: the training iterator then
+    reads other orders than the one a resumed run reconstructs (training_input's skip). The metrics' state does
+    not depend on the batch size or the length, so an axis the spec leaves unknown takes the size another input
+    gives it (the same in all of them, so they broadcast), else 8."""
+    known = {}
+    for spec in tf.nest.flatten(element_spec):
+        for axis, size in enumerate(spec.shape):
+            if size is not None:
+                known.setdefault(axis, size)
+
+    def symbolic(spec):
+        return keras.KerasTensor([known.get(axis, 8) if size is None else size for axis, size in enumerate(spec.shape)],
+                                 spec.dtype.name)
+    model._symbolic_build(data_batch=tf.nest.map_structure(symbolic, element_spec))

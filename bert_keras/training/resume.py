@@ -1,0 +1,144 @@
+"""Where a killed training run starts again: its weights with the optimizer's state, and a small JSON record
+(the step or epoch reached, and whatever the trainer needs to go on as if never stopped), committed together.
+
+A resume point is a folder holding `state.json` and the weights file it names (`weights-<n>.weights.h5`). The
+weights are written under their new name first and `state.json` is replaced last, by a rename: a kill at any
+moment leaves the previous complete point, never new weights beside an old step (Keras' BackupAndRestore writes
+its weights, then its epoch, in place). Weights files that state.json no longer names are removed after it.
+
+    save_resume_point(model, "run/backup", 3, {"epoch": 3})
+    record = restore_resume_point(model, "run/backup")       # {"epoch": 3, "weights": ...} or None
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import keras
+
+from bert_keras.atomic import write_json
+
+STATE = "state.json"
+OLD_WEIGHTS = "model.weights.h5"        # pretraining's checkpoint before resume points named their weights
+
+
+def save_resume_point(model, folder: str, n: int, record: dict) -> None:
+    """Saves `model`'s weights (the optimizer's variables included, as `model.save_weights` writes them) and
+    `record` as resume point `n` (a step or epoch count; it names the weights file).
+
+    Args:
+        model: a compiled Keras model.
+        folder: the resume folder (created if missing).
+        n: the count the point is at.
+        record: JSON-serialisable facts to restore with the weights.
+    """
+    os.makedirs(folder, exist_ok=True)
+    name = f"weights-{n}.weights.h5"
+    model.save_weights(os.path.join(folder, name), overwrite=True)
+    write_json(os.path.join(folder, STATE), {**record, "weights": name}, indent=None)
+    for stale in os.listdir(folder):
+        if stale.endswith(".weights.h5") and stale != name:
+            os.remove(os.path.join(folder, stale))
+
+
+def read_resume_point(folder: str) -> dict | None:
+    """The record of the resume point in `folder` (with "weights": the weights file's path), or None if there is
+    none. Reads no weights."""
+    state = os.path.join(folder, STATE)
+    if not os.path.exists(state):
+        return None
+    with open(state, encoding="utf-8") as f:
+        record = json.load(f)
+    weights = os.path.join(folder, record.get("weights", OLD_WEIGHTS))
+    if not os.path.exists(weights):
+        raise FileNotFoundError(f"{state} names {weights}, which is missing: the resume point is damaged; delete "
+                                f"{folder} to start the run from the beginning")
+    return {**record, "weights": weights}
+
+
+def restore_resume_point(model, folder: str) -> dict | None:
+    """Loads the resume point in `folder` into `model` (built, its optimizer built too) and returns its record,
+    or None (and `model` untouched) when there is none."""
+    record = read_resume_point(folder)
+    if record is not None:
+        model.load_weights(record["weights"])
+    return record
+
+
+def seed_states(model) -> list:
+    """The state of every dropout seed generator in `model`, in layer order: what `model.save_weights` leaves out
+    (Keras keeps no seed state in weights files), so a resumed run draws the masks it would have drawn."""
+    import numpy as np
+    return [np.asarray(g.state.value).tolist() for layer in model._flatten_layers()
+            for g in getattr(layer, "_seed_generators", [])]
+
+
+def set_seed_states(model, states: list) -> None:
+    """Assigns `states` (from `seed_states` on the same architecture) to `model`'s seed generators."""
+    generators = [g for layer in model._flatten_layers() for g in getattr(layer, "_seed_generators", [])]
+    if len(generators) != len(states):
+        raise ValueError(f"the resume point holds {len(states)} dropout seed states, the model has "
+                         f"{len(generators)} generators: it was written by another model")
+    for generator, state in zip(generators, states):
+        generator.state.assign(state)
+
+
+class EpochCheckpoint(keras.callbacks.Callback):
+    """A resume point at the end of every epoch, for `model.fit` runs that must survive a kill: weights and the
+    optimizer's state, the dropout seeds, the epoch's loss, and the records of the evaluation and the timer.
+    Put it after the callbacks whose records it keeps.
+
+    Args:
+        folder: the resume folder (`<run>/backup`).
+        settings: what fixes the run's course (JSON-serialisable); a resume point written with other settings is
+            refused, so a rerun with a changed recipe is not silently continued from another run's weights.
+        evaluation: an EpochEvaluation whose `history` and `seconds` are kept, or None.
+        timer: an EpochTimer whose `seconds` are kept, or None.
+
+    `restore(model)` returns the number of epochs already done (0 without a resume point): fit from there, with
+    the input advanced past the batches those epochs read. `losses` holds each epoch's mean training loss.
+
+    Example:
+        >>> checkpoint = EpochCheckpoint("run/backup", {"seed": 0})
+        >>> done = checkpoint.restore(model)                                        # doctest: +SKIP
+        >>> model.fit(data, epochs=3, initial_epoch=done, callbacks=[checkpoint])   # doctest: +SKIP
+    """
+
+    def __init__(self, folder: str, settings: dict, evaluation=None, timer=None):
+        super().__init__()
+        self.folder, self.settings = folder, json.loads(json.dumps(settings))
+        self.evaluation, self.timer = evaluation, timer
+        self.losses: list[float] = []
+
+    def restore(self, model) -> int:
+        record = read_resume_point(self.folder)
+        if record is None:
+            return 0
+        if record["settings"] != self.settings:
+            changed = sorted(k for k in set(self.settings) | set(record["settings"])
+                             if self.settings.get(k) != record["settings"].get(k))
+            raise ValueError(f"{self.folder} holds an unfinished run with other settings ({', '.join(changed)}): "
+                             "rerun it with the same settings to resume, or delete that folder (or give another "
+                             "--out) to start afresh")
+        model.load_weights(record["weights"])
+        set_seed_states(model, record["seeds"])
+        self.losses = list(record["losses"])
+        if self.evaluation is not None:
+            self.evaluation.history, self.evaluation.seconds = list(record["history"]), list(record["eval_seconds"])
+        if self.timer is not None:
+            self.timer.seconds = list(record["train_seconds"])
+        return int(record["epoch"])
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.losses.append(float((logs or {}).get("loss", float("nan"))))
+        save_resume_point(self.model, self.folder, epoch + 1, {
+            "epoch": epoch + 1, "settings": self.settings, "seeds": seed_states(self.model), "losses": self.losses,
+            "history": self.evaluation.history if self.evaluation else [],
+            "eval_seconds": self.evaluation.seconds if self.evaluation else [],
+            "train_seconds": self.timer.seconds if self.timer else []})
+
+    def finish(self) -> None:
+        """Removes the resume folder: call it once the run's results are saved."""
+        shutil.rmtree(self.folder, ignore_errors=True)
