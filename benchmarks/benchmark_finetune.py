@@ -24,6 +24,11 @@ JAX / PyTorch, TensorFlow / PyTorch and JAX / TensorFlow, TensorFlow being ours 
 Keras sides compiled by XLA); `vs_torch` has every peer against PyTorch. The load average before and after part 1
 is recorded beside them.
 
+The matmul floor: the step's matmul GFLOP (counted from the config; ours computes the last layer for [CLS]
+only, transformers for every token) against this machine's float32 matmul rate in TensorFlow on the
+feed-forward's shapes. `share_of_matmul_rate` is each peer's matmul FLOP/s over that rate; `twice_torch_needs` the
+share ours would need to run at twice PyTorch's examples/s (over 1.0 no kernel work reaches it).
+
 Part 2: one epoch of real SST-2 training sentences through the in-graph preprocessor in tf.data, batches padded
 to their longest sentence (the default) against every batch padded to 128, same model and optimizer. The first
 epoch (which traces each new batch shape) and a second epoch are timed separately. Without --sst2 it uses the
@@ -180,6 +185,38 @@ def sst2_epochs(c: dict, path: str, examples: int, seq_length: int | None, vocab
             "examples_per_s": round(steps * BATCH / times[1], 2)}
 
 
+def step_gflop(c: dict, cls_only_last_layer: bool) -> float:
+    """GFLOP of one training step's matmuls (forward, and twice that backward: gradients of inputs and weights):
+    the projections, feed-forward and attention of every layer, and the pooler; `cls_only_last_layer`: the last
+    layer computes keys and values for every token but the rest for [CLS] only (ours; transformers computes it
+    all). Embedding lookups, LayerNorm, softmax, GELU and the optimizer are left out: a floor, not the step."""
+    t, h, i, layers = BATCH * SEQ, c["hidden_size"], c["intermediate_size"], c["num_hidden_layers"]
+    full = t * (4 * h * h + 2 * h * i) + 2 * BATCH * SEQ * SEQ * h
+    last = (t * 2 * h * h + BATCH * (2 * h * h + 2 * h * i) + 2 * BATCH * SEQ * h) if cls_only_last_layer else full
+    macs = (layers - 1) * full + last + BATCH * h * h
+    return 3 * 2 * macs / 1e9
+
+
+def matmul_gflops(c: dict, seconds: float = 3.0) -> float:
+    """This machine's float32 matmul rate on the step's feed-forward shapes ([B*S, H] x [H, I] and back), in
+    TensorFlow (oneDNN), on all threads: the rate a step of only matmuls could reach."""
+    import tensorflow as tf
+    t, h, i = BATCH * SEQ, c["hidden_size"], c["intermediate_size"]
+    x, w1, w2 = (tf.random.normal(s) for s in ((t, h), (h, i), (i, h)))
+
+    @tf.function
+    def chain(x):
+        for _ in range(8):
+            x = tf.matmul(tf.matmul(x, w1), w2)
+        return x
+    chain(x).numpy()
+    runs, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        chain(x).numpy()
+        runs += 1
+    return runs * 8 * 2 * (2 * t * h * i) / (time.perf_counter() - start) / 1e9
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--steps", type=int, default=12, help="timed steps per peer in part 1")
@@ -224,6 +261,16 @@ def main(argv=None):
     pairs = {"jax_vs_torch": ("ours_jax", "torch"), "tf_vs_torch": ("ours_xla", "torch"),
              "jax_vs_tf": ("ours_jax", "ours_xla")}
     results["ratios"] = {k: round(speed[a] / speed[b], 2) for k, (a, b) in pairs.items() if a in speed and b in speed}
+    rate = matmul_gflops(c, 1.0 if args.quick else 5.0)
+    flop = {"ours": step_gflop(c, True), "torch": step_gflop(c, False)}
+    results["matmul_floor"] = {
+        "matmul_gflops": round(rate, 1), "step_gflop": {k: round(v, 1) for k, v in flop.items()},
+        # each peer's step matmul FLOP/s as a share of the machine's matmul rate
+        "share_of_matmul_rate": {k: round(flop["torch" if k == "torch" else "ours"] * v / BATCH / rate, 3)
+                                 for k, v in speed.items() if k != "keras_hub"},
+        # what twice PyTorch's examples/s would take of ours: over 1.0 cannot be reached by faster kernels
+        "twice_torch_needs": round(2 * speed["torch"] * flop["ours"] / BATCH / rate, 3) if "torch" in speed else None}
+    print("matmul floor:", results["matmul_floor"])
     print("ratios:", results["ratios"], " load average before/after:", results["load_average_before"],
           results["load_average_after"])
     if "sst2" not in skip:
