@@ -373,6 +373,8 @@ def main(argv=None):
             print(json.dumps({"ours": {k: v for k, v in report["ours"].get("metrics", {}).items()
                                        if isinstance(v, float)}, "wall_seconds": report["ours"].get("wall_seconds")}))
             print(f"wrote {out}")
+            if "error" in report["ours"]:
+                raise SystemExit(f"ours failed: the traceback is above and in {out}")
             return
         if earlier is not None:
             torch_result, cmd = earlier["torch"], earlier["torch_command"].split(" ")
@@ -404,6 +406,8 @@ def main(argv=None):
                                        "torch": report["torch"]["examples_per_second"]}}
     print(json.dumps(summary, indent=1))
     print(f"wrote {out}")
+    if "error" in report["ours"]:
+        raise SystemExit(f"ours failed: the traceback is above and in {out} (the reference ran)")
 
 
 if __name__ == "__main__":
