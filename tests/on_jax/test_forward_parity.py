@@ -21,6 +21,7 @@ MC_CONTEXTS = ["The man opened the door", "She poured the tea"]
 ENDINGS = [["and walked in.", "and flew to the moon.", "quietly.", "then sat."],
            ["into a cup.", "on the floor of the sea.", "and drank it.", "slowly and carefully."]]
 POSITIONS = np.array([[1, 2, 0], [3, 1, 2]], "int32")
+MASKED = ["the capital of france is [MASK] .", "a [MASK] and often [MASK] journey .", "Ünï [MASK]"]
 
 JAX_SIDE = """
 import json, sys
@@ -47,6 +48,10 @@ for k, v in load("choice").serve_numpy(args["mc_contexts"], args["endings"]).ite
     out[f"choice_{{k}}"] = v
 for k, v in load("tagger").serve_numpy(args["sentences"]).items():
     out[f"tagger_{{k}}"] = v
+for k, v in load("masked_lm").serve_numpy(args["masked"]).items():
+    out[f"masked_lm_{{k}}"] = v
+out["masked_lm_fill"] = np.array([a["token"] for text in load("masked_lm").fill_mask(args["masked"])
+                                  for mask in text for a in mask], object)
 pretrainer = load("pretrainer")
 batch = {{**{{k: v[:2] for k, v in ids.items()}}, "masked_lm_positions": np.asarray(args["positions"], "int32")}}
 for k, v in pretrainer(batch).items():
@@ -61,7 +66,8 @@ json.dump({{k: [x.decode() if isinstance(x, bytes) else x for x in v.ravel().tol
 def both_backends(tmp_path_factory, minilm_dir):
     """(TensorFlow outputs, JAX outputs, the TensorFlow side's string outputs, JAX's) for one set of models."""
     from bert_keras.loading import load_backbone
-    from bert_keras.tasks import BertClassifier, BertMultipleChoice, BertPretrainer, BertSpanLabeler, BertTagger
+    from bert_keras.tasks import (BertClassifier, BertMaskedLM, BertMultipleChoice, BertPretrainer, BertSpanLabeler,
+                                  BertTagger)
     folder = tmp_path_factory.mktemp("parity")
     keras.utils.set_random_seed(3)
     encoder, pre = load_backbone(minilm_dir, max_seq_length=64)
@@ -71,7 +77,8 @@ def both_backends(tmp_path_factory, minilm_dir):
               "choice": BertMultipleChoice(encoder, preprocessor=pre),
               "tagger": BertTagger(encoder, 5, label_names=["O", "B-PER", "I-PER", "B-LOC", "I-LOC"],
                                    preprocessor=pre),
-              "pretrainer": BertPretrainer(encoder)}
+              "pretrainer": BertPretrainer(encoder),
+              "masked_lm": BertMaskedLM(encoder, preprocessor=pre)}
     encoder.save(folder / "encoder.keras")
     for name, model in models.items():
         model.save(folder / f"{name}.keras")
@@ -84,13 +91,17 @@ def both_backends(tmp_path_factory, minilm_dir):
                "pairs": models["pairs"].serve_numpy(SENTENCES[:2], SENTENCES[2:4]),
                "span": models["span"].serve_numpy(QUESTIONS, CONTEXTS),
                "choice": models["choice"].serve_numpy(MC_CONTEXTS, ENDINGS),
-               "tagger": models["tagger"].serve_numpy(SENTENCES)}
+               "tagger": models["tagger"].serve_numpy(SENTENCES),
+               "masked_lm": models["masked_lm"].serve_numpy(MASKED)}
+    answers["masked_lm"]["fill"] = np.array([a["token"] for text in models["masked_lm"].fill_mask(MASKED)
+                                             for mask in text for a in mask], object)
     batch = {**{k: v[:2] for k, v in ids.items()}, "masked_lm_positions": POSITIONS}
     answers["pretrainer"] = {k: v.numpy() for k, v in models["pretrainer"](batch).items()}
     for name, outputs in answers.items():
         tf_out.update({f"{name}_{k}": v for k, v in outputs.items()})
     args = {"folder": str(folder), "out": str(folder / "jax.npz"), "sentences": SENTENCES, "questions": QUESTIONS,
-            "contexts": CONTEXTS, "mc_contexts": MC_CONTEXTS, "endings": ENDINGS, "positions": POSITIONS.tolist()}
+            "contexts": CONTEXTS, "mc_contexts": MC_CONTEXTS, "endings": ENDINGS, "positions": POSITIONS.tolist(),
+            "masked": MASKED}
     (folder / "args.json").write_text(json.dumps(args))
     run_on_backend(JAX_SIDE.format(args=str(folder / "args.json")))
     jax_out = dict(np.load(folder / "jax.npz"))
@@ -108,7 +119,7 @@ def test_encoder_hidden_states_match_on_jax(both_backends):
     assert real.sum() > 40 and (~real).sum() > 20            # padding is present, and skipped by the comparison
 
 
-@pytest.mark.parametrize("kind", ["classifier", "pairs", "span", "choice", "tagger", "pretrainer"])
+@pytest.mark.parametrize("kind", ["classifier", "pairs", "span", "choice", "tagger", "pretrainer", "masked_lm"])
 def test_task_outputs_match_on_jax(both_backends, kind):
     tf_out, jax_out = both_backends
     names = [k for k in tf_out if k.startswith(kind + "_")]
