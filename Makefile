@@ -32,6 +32,8 @@ UNIT := not slow and not integration and not torch and not hub and not jax
 # once): the tests spend most of their time tracing and optimising graphs, one core each. 2026-11-27, 2 idle cores:
 # unit 15 min 0 s (468 tests), integration 10 min 8 s (23 tests). 2026-11-28, a clean clone with a benchmark
 # beside it on the same 2 cores: unit 21 min 32 s (555 tests), integration 7 min 52 s (22 tests).
+# Later that day (5e3cb4d), a clean clone with a JAX fine-tuning beside it: unit 23 min 27 s (562 tests),
+# integration 8 min 25 s (22 tests).
 test: $(STAMP)
 	$(PY) -m pytest -q -m "$(UNIT)" -n 2 --dist loadfile --durations=15
 	$(PY) -m pytest -q -m "integration and not slow and not torch and not hub" -n 2 --dist loadfile --durations=10
