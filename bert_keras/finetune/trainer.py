@@ -185,7 +185,6 @@ def finetune(config: FinetuneConfig, callbacks: list | None = None) -> dict:
     evaluator = EpochEvaluation(task, evaluation, config.eval_batch_size, out) if evaluation else None
     checkpoint = EpochCheckpoint(os.path.join(out, "backup"), resume_settings(config), evaluator, timer)
     with strategy.scope():
-        model.optimizer.build(model.trainable_variables)       # so a resume point's optimizer state can load
         done = checkpoint.restore(model)
     if done:
         print(f"resumed after epoch {done} ({checkpoint.folder})", flush=True)

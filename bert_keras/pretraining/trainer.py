@@ -124,7 +124,6 @@ def pretrain(config: PretrainConfig) -> dict:
                                               max_seq_length=config.max_seq_length)
         model = BertPretrainer(encoder)
         compile_for_training(model, config, config.train_steps, warmup, optimizer=config.optimizer)
-        model.optimizer.build(model.trainable_variables)       # built up front: see TaskModel._maybe_symbolic_build
         step = checkpoint.restored_step(model)
     replicas = strategy.num_replicas_in_sync         # input pipelines' unit (JAX: 1, its devices split each batch)
     devices = replicas * distributed_devices()

@@ -67,17 +67,21 @@ def restore_resume_point(model, folder: str) -> dict | None:
     return record
 
 
+def seed_generators(model) -> list:
+    """Every dropout seed generator in `model`, in layer order (a layer's own in their order)."""
+    return [g for layer in model._flatten_layers() for g in getattr(layer, "_seed_generators", [])]
+
+
 def seed_states(model) -> list:
     """The state of every dropout seed generator in `model`, in layer order: what `model.save_weights` leaves out
     (Keras keeps no seed state in weights files), so a resumed run draws the masks it would have drawn."""
     import numpy as np
-    return [np.asarray(g.state.value).tolist() for layer in model._flatten_layers()
-            for g in getattr(layer, "_seed_generators", [])]
+    return [np.asarray(g.state.value).tolist() for g in seed_generators(model)]
 
 
 def set_seed_states(model, states: list) -> None:
     """Assigns `states` (from `seed_states` on the same architecture) to `model`'s seed generators."""
-    generators = [g for layer in model._flatten_layers() for g in getattr(layer, "_seed_generators", [])]
+    generators = seed_generators(model)
     if len(generators) != len(states):
         raise ValueError(f"the resume point holds {len(states)} dropout seed states, the model has "
                          f"{len(generators)} generators: it was written by another model")

@@ -79,11 +79,14 @@ def compile_for_training(model, config, total_steps: int, warmup_steps: int, opt
                          **compile_args) -> None:
     """`model.compile` with BERT's optimizer (create_optimizer: AdamW or LAMB, warm-up then linear decay to 0 at
     `total_steps`, `config.learning_rate` at the peak, `config.schedule`, `config.weight_decay`, `config.adam_epsilon`), and the XLA and steps-per-execution
-    settings of `config`; `compile_args`: the loss and metrics. Call it under the strategy's scope."""
+    settings of `config`; `compile_args`: the loss and metrics. Call it under the strategy's scope, on a built model
+    with its trainable flags set: the optimizer's variables are built here, so a resume point's optimizer state
+    loads into them before `fit` (and TaskModel._maybe_symbolic_build finds nothing left to build)."""
     model.compile(optimizer=create_optimizer(config.learning_rate, total_steps, warmup_steps,
                                              weight_decay=config.weight_decay, optimizer=optimizer,
                                              schedule=config.schedule, epsilon=config.adam_epsilon),
                   jit_compile=config.jit_compile or not on_tensorflow(), steps_per_execution=config.steps_per_execution, **compile_args)
+    model.optimizer.build(model.trainable_variables)
 
 
 def log_callbacks(out: str, metric: str | None, log_every: int = 10) -> list:
