@@ -123,7 +123,8 @@ def test_pre_split_words_use_the_taggers_first_pieces(encoder, pre):
     last = encoder({k: v.numpy() for k, v in x.items()}, training=False)["sequence_output"].numpy()
     word_index = word_index.numpy()
     b, p = np.nonzero(word_index >= 0)
-    np.testing.assert_allclose(out.features, last[b, p], atol=1e-6, rtol=0)
+    # float32 rounding of two batchings (features up to ~3): 1.2e-6 seen on an AVX-512 host; a wrong piece is ~1 off
+    np.testing.assert_allclose(out.features, last[b, p], atol=1e-5, rtol=0)
     assert out.word_index.tolist() == word_index[b, p].tolist() and out.words == [w for ws in words for w in ws]
     assert out.start.tolist() == [-1] * 9
 
