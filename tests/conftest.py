@@ -144,10 +144,11 @@ class WheelVenv:
     folder outside the source tree with an environment that does not see the checkout (no PYTHONPATH or
     VIRTUAL_ENV; TensorFlow's C++ logs off). tests/test_wheel.py and tests/test_tpu_wheels.py install into it.
 
+    Args: root (an empty folder), base_python (the interpreter the venv is made from; default this one's).
     Attributes: wheel (the built .whl), venv, python and bin (its interpreter and scripts folder), site (its
     site-packages), work (the folder commands run in), env (their environment; tests may add to it)."""
 
-    def __init__(self, root: pathlib.Path):
+    def __init__(self, root: pathlib.Path, base_python: str = sys.executable):
         import subprocess
         dist, self.venv, self.work = root / "dist", root / "venv", root / "work"
         self.work.mkdir()
@@ -155,10 +156,10 @@ class WheelVenv:
                                capture_output=True, text=True, cwd=root)
         assert build.returncode == 0, build.stderr[-3000:]
         self.wheel = next(dist.glob("bert_keras-*.whl"))
-        subprocess.run([sys.executable, "-m", "venv", str(self.venv)], check=True)
+        subprocess.run([base_python, "-m", "venv", str(self.venv)], check=True)
         self.bin = self.venv / "bin"
         self.python = self.bin / "python"
-        self.site = self.venv / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
+        self.site = next((self.venv / "lib").glob("python3.*")) / "site-packages"
         self.env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
         self.env["TF_CPP_MIN_LOG_LEVEL"] = "3"
 
