@@ -1,7 +1,8 @@
 """Word features on the real all-MiniLM-L6-v2 against transformers: every layer choice equals the same combination
 of `BertModel.from_pretrained(folder)(..., output_hidden_states=True).hidden_states`, read at each word's first
-piece as the HF fast tokenizer's `word_ids()` says (an independent alignment), within 1e-5, on texts with
-multi-piece words, accented and CJK text."""
+piece as the HF fast tokenizer's `word_ids()` says (an independent alignment), within 1e-5 per layer (a sum of k
+layers within k * 1e-5: on an AVX-512 host the sum of all 7 was 1.7e-5 off), on texts with multi-piece words,
+accented and CJK text."""
 
 import numpy as np
 import pytest
@@ -62,4 +63,5 @@ def test_every_choice_matches_transformers(backbone, reference, words):
         assert out.features.shape == want.shape, choice
         diffs[choice] = float(np.abs(out.features - want).max())
     print(f"max |ours - transformers| per choice ({words}):", diffs)
-    assert max(diffs.values()) < 1e-5, diffs
+    summed = {"sum_last_four": 4, "sum_all": reference[words].shape[1]}      # layers added up by the choice
+    assert all(diffs[c] < 1e-5 * summed.get(c, 1) for c in diffs), diffs
