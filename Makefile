@@ -29,15 +29,11 @@ demo: $(STAMP)
 UNIT := not slow and not integration and not torch and not hub and not jax
 
 # Both tiers run on two processes (pytest-xdist), a test file per process at a time (module fixtures built
-# once): the tests spend most of their time tracing and optimising graphs, one core each. 2026-11-27, 2 idle cores:
-# unit 15 min 0 s (468 tests), integration 10 min 8 s (23 tests). 2026-11-28, a clean clone with a benchmark
-# beside it on the same 2 cores: unit 21 min 32 s (555 tests), integration 7 min 52 s (22 tests).
-# Later that day (5e3cb4d), a clean clone with a JAX fine-tuning beside it: unit 23 min 27 s (562 tests),
-# integration 8 min 25 s (22 tests). The two together passed the default suite's 20 minutes, so since 2026-11-28
-# `make test` is the unit tier and the integration tier is `make test-integration` (CI runs both). That day
-# (41c6fb2), a clean clone beside a 2-core SQuAD fine-tuning on JAX: unit 34 min 6 s (562 tests), integration
-# 12 min 57 s, torch 2 min 28 s, jax 30 min 41 s; all of .ci/run 85 min with the installs (54 min at 5e3cb4d
-# beside a lighter job).
+# once): the tests spend most of their time tracing and optimising graphs, one core each. Since 2026-11-28 `make
+# test` is the unit tier and the integration tier is `make test-integration` (together they passed the default
+# suite's 20 minutes on an AVX2 host). Latest, 2026-11-28 (ba16917), a clean clone's .ci/run on 2 AVX-512 cores
+# beside two niced fine-tunings: unit 7 min 4 s (562 tests), integration 2 min 39 s, torch 49 s, jax 6 min 1 s;
+# 18.5 min with the installs. The history: docs/measurements-behind-the-code.md (Makefile).
 test: $(STAMP)
 	$(PY) -m pytest -q -m "$(UNIT)" -n 2 --dist loadfile --durations=15
 
