@@ -2,7 +2,7 @@
 per-batch packing on SST-2.
 
     python benchmarks/benchmark_finetune.py [--steps 12] [--sst2 ../shared/data/SST-2/train.tsv] [--sst2-examples 1024]
-                                       [--quick] [--skip keras_hub,jax,torch,sst2]
+                                       [--quick] [--skip keras_hub,jax,torch,sst2] [--precision fp32|bf16]
                                        [--out benchmarks/results/finetune.json]
 
 Part 1 (issue #4's setting): training examples/s of a sentence classifier on the all-MiniLM-L6-v2 config
@@ -17,6 +17,11 @@ speed does not depend on their values):
   - keras-hub: `BertTextClassifier(preprocessor=None)` on a `BertBackbone` of the same config, compiled with
     AdamW (its compile picks XLA by itself);
   - PyTorch: transformers' `BertForSequenceClassification`, `torch.optim.AdamW`, `clip_grad_norm_`, all threads.
+`--precision bf16`: every peer in bfloat16 mixed precision, as each framework does it: the Keras sides (ours on
+TensorFlow and JAX, keras-hub) under the `mixed_bfloat16` policy (`finetune --mixed-precision mixed_bfloat16`:
+bfloat16 compute, float32 weights and optimizer), PyTorch's forward and loss under
+`torch.autocast("cpu", dtype=torch.bfloat16)` (transformers' `Trainer(bf16=True)` on a CPU), and the matmul
+floor's rate in bfloat16. For CPUs with AVX512_BF16 or AMX, whose bfloat16 matmuls run about twice float32's.
 Time: median seconds per step after two warm-up steps (tracing, XLA compilation), the same for every peer, all of
 them in this process but the JAX side. The peers take turns in the order ours, ours_xla, ours_jax, torch,
 keras_hub, so the three compared in `ratios` run back to back (this host's speed drifts). `ratios`: examples/s of
@@ -75,6 +80,12 @@ def random_batch(seed: int = 0):
     return ids, np.ones_like(ids), np.zeros_like(ids), rng.integers(0, 2, BATCH).astype("int32")
 
 
+def set_precision(precision: str) -> None:
+    """The Keras policy of `precision` ("fp32" or "bf16"), before any model is built."""
+    import keras
+    keras.mixed_precision.set_global_policy("mixed_bfloat16" if precision == "bf16" else "float32")
+
+
 def ours(c: dict, jit: bool, total_steps: int):
     import keras
 
@@ -90,14 +101,15 @@ def ours(c: dict, jit: bool, total_steps: int):
     return lambda: model.train_on_batch(x, labels)
 
 
-def ours_jax(quick: bool, steps: int) -> dict:
+def ours_jax(quick: bool, steps: int, precision: str = "fp32") -> dict:
     """Runs this script's --jax-side in a fresh process on Keras' JAX backend (one CPU device); -> its JSON."""
     import subprocess
     env = {**os.environ, "KERAS_BACKEND": "jax", "PYTHONPATH": str(REPO)}
     flags = [f for f in env.pop("XLA_FLAGS", "").split() if not f.startswith("--xla_force_host_platform_device_count")]
     if flags:
         env["XLA_FLAGS"] = " ".join(flags)
-    argv = [sys.executable, __file__, "--jax-side", "--steps", str(steps), *(["--quick"] if quick else [])]
+    argv = [sys.executable, __file__, "--jax-side", "--steps", str(steps), "--precision", precision,
+            *(["--quick"] if quick else [])]
     process = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True)
     if process.returncode:
         raise SystemExit(f"{' '.join(argv)} failed:\n{process.stderr[-3000:]}")
@@ -132,7 +144,7 @@ def keras_hub(c: dict, total_steps: int):
     return lambda: model.train_on_batch(x, labels)
 
 
-def pytorch(c: dict, total_steps: int):
+def pytorch(c: dict, total_steps: int, precision: str = "fp32"):
     import torch
     from transformers import BertConfig, BertForSequenceClassification, get_linear_schedule_with_warmup
     torch.manual_seed(0)
@@ -146,7 +158,8 @@ def pytorch(c: dict, total_steps: int):
     ids, mask, types, labels = (torch.from_numpy(a).long() for a in random_batch())
 
     def step():
-        loss = model(input_ids=ids, attention_mask=mask, token_type_ids=types, labels=labels).loss
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
+            loss = model(input_ids=ids, attention_mask=mask, token_type_ids=types, labels=labels).loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
@@ -197,12 +210,13 @@ def step_gflop(c: dict, cls_only_last_layer: bool) -> float:
     return 3 * 2 * macs / 1e9
 
 
-def matmul_gflops(c: dict, seconds: float = 3.0) -> float:
-    """This machine's float32 matmul rate on the step's feed-forward shapes ([B*S, H] x [H, I] and back), in
-    TensorFlow (oneDNN), on all threads: the rate a step of only matmuls could reach."""
+def matmul_gflops(c: dict, seconds: float = 3.0, precision: str = "fp32") -> float:
+    """This machine's float32 (bf16: bfloat16) matmul rate on the step's feed-forward shapes ([B*S, H] x [H, I]
+    and back), in TensorFlow (oneDNN), on all threads: the rate a step of only matmuls could reach."""
     import tensorflow as tf
     t, h, i = BATCH * SEQ, c["hidden_size"], c["intermediate_size"]
-    x, w1, w2 = (tf.random.normal(s) for s in ((t, h), (h, i), (i, h)))
+    dtype = tf.bfloat16 if precision == "bf16" else tf.float32
+    x, w1, w2 = (tf.cast(tf.random.normal(s), dtype) for s in ((t, h), (h, i), (i, h)))
 
     @tf.function
     def chain(x):
@@ -217,6 +231,16 @@ def matmul_gflops(c: dict, seconds: float = 3.0) -> float:
     return runs * 8 * 2 * (2 * t * h * i) / (time.perf_counter() - start) / 1e9
 
 
+def cpu_flags() -> list[str]:
+    """The matmul-relevant instruction sets this CPU reports (Linux /proc/cpuinfo; empty elsewhere)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = set(next((line for line in f if line.startswith("flags")), "").split())
+    except OSError:
+        return []
+    return [f for f in ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16") if f in flags]
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--steps", type=int, default=12, help="timed steps per peer in part 1")
@@ -225,7 +249,10 @@ def main(argv=None):
     p.add_argument("--sst2-examples", type=int, default=1024)
     p.add_argument("--quick", action="store_true", help="tiny config, few steps: checks the script runs")
     p.add_argument("--skip", default="", help="comma-separated peers to leave out: keras_hub,jax,torch,sst2")
-    p.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "finetune.json"))
+    p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
+                   help="bf16: every peer in bfloat16 mixed precision (see above)")
+    p.add_argument("--out", default=None, help="default: benchmarks/results/finetune.json "
+                                                "(finetune_bf16.json with --precision bf16)")
     p.add_argument("--jax-side", action="store_true",
                    help="internal: time ours on Keras' JAX backend in this process, print JSON (see ours_jax)")
     args = p.parse_args(argv)
@@ -234,19 +261,24 @@ def main(argv=None):
     skip = set(filter(None, args.skip.split(",")))
     total = 1000
     os.environ["KERAS_BACKEND"] = "jax" if args.jax_side else "tensorflow"      # before anything imports Keras
+    set_precision(args.precision)
+    args.out = args.out or str(REPO / "benchmarks" / "results" /
+                               ("finetune_bf16.json" if args.precision == "bf16" else "finetune.json"))
     if args.jax_side:
         print(json.dumps(jax_side(c, steps, total)), flush=True)
         return
-    results = {"config": c, "seq_length": SEQ, "batch_size": BATCH, "timed_steps": steps,
-               "machine": {"cpus": os.cpu_count(), "platform": platform.platform()}, "examples_per_s": {},
+    results = {"config": c, "seq_length": SEQ, "batch_size": BATCH, "timed_steps": steps, "precision": args.precision,
+               "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "cpu_flags": cpu_flags()},
+               "examples_per_s": {},
                "load_average_before": [round(x, 2) for x in os.getloadavg()]}
     peers = {"ours": lambda: ours(c, False, total), "ours_xla": lambda: ours(c, True, total),
-             "ours_jax": None, "torch": lambda: pytorch(c, total), "keras_hub": lambda: keras_hub(c, total)}
+             "ours_jax": None, "torch": lambda: pytorch(c, total, args.precision),
+             "keras_hub": lambda: keras_hub(c, total)}
     for name, make in peers.items():
         if name in skip or (name == "ours_jax" and "jax" in skip):
             continue
         if name == "ours_jax":
-            side = ours_jax(args.quick, steps)
+            side = ours_jax(args.quick, steps, args.precision)
             seconds = side.pop("seconds")
             results["jax_side"] = side
         else:
@@ -261,7 +293,7 @@ def main(argv=None):
     pairs = {"jax_vs_torch": ("ours_jax", "torch"), "tf_vs_torch": ("ours_xla", "torch"),
              "jax_vs_tf": ("ours_jax", "ours_xla")}
     results["ratios"] = {k: round(speed[a] / speed[b], 2) for k, (a, b) in pairs.items() if a in speed and b in speed}
-    rate = matmul_gflops(c, 1.0 if args.quick else 5.0)
+    rate = matmul_gflops(c, 1.0 if args.quick else 5.0, args.precision)
     flop = {"ours": step_gflop(c, True), "torch": step_gflop(c, False)}
     results["matmul_floor"] = {
         "matmul_gflops": round(rate, 1), "step_gflop": {k: round(v, 1) for k, v in flop.items()},
