@@ -231,13 +231,10 @@ def matmul_gflops(c: dict, seconds: float = 3.0, precision: str = "fp32") -> flo
     return runs * 8 * 2 * (2 * t * h * i) / (time.perf_counter() - start) / 1e9
 
 
-def cpu_flags() -> list[str]:
-    """The matmul-relevant instruction sets this CPU reports (Linux /proc/cpuinfo; empty elsewhere)."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            flags = set(next((line for line in f if line.startswith("flags")), "").split())
-    except OSError:
-        return []
+def matmul_cpu_flags() -> list[str]:
+    """The matmul-relevant instruction sets this CPU reports (savedmodels.precision.cpu_flags: /proc/cpuinfo)."""
+    from savedmodels.precision import cpu_flags
+    flags = cpu_flags()
     return [f for f in ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16") if f in flags]
 
 
@@ -268,7 +265,7 @@ def main(argv=None):
         print(json.dumps(jax_side(c, steps, total)), flush=True)
         return
     results = {"config": c, "seq_length": SEQ, "batch_size": BATCH, "timed_steps": steps, "precision": args.precision,
-               "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "cpu_flags": cpu_flags()},
+               "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "cpu_flags": matmul_cpu_flags()},
                "examples_per_s": {},
                "load_average_before": [round(x, 2) for x in os.getloadavg()]}
     peers = {"ours": lambda: ours(c, False, total), "ours_xla": lambda: ours(c, True, total),
