@@ -18,7 +18,7 @@ import json
 import numpy as np
 import pytest
 
-from backend_process import run_on_backend
+from backend_process import REPO, run_on_backend
 
 pytestmark = pytest.mark.jax
 
@@ -225,3 +225,81 @@ def test_dropout_draws_the_same_noise_on_both_backends(tmp_path, minilm_vocab):
     spread = jax_draws["std"].mean() / tf_draws["std"].mean()
     assert tf_draws["std"].mean() > 0.05                      # dropout is on
     assert abs(spread - 1) < 0.03, spread
+
+
+REPLAYED = """
+import contextlib, os, pickle, sys
+import numpy as np, keras
+sys.path.insert(0, os.path.join(%(repo)r, "tools", "parity"))
+from dropout_replay import JaxDrawsTensorflowMasks, KerasReplay
+from bert_keras.finetune.registry import get_task
+from bert_keras.training import TrainingConfig
+from bert_keras.training.setup import fit
+folder, draws = sys.argv[1], sys.argv[2]              # draws: "replayed" (TensorFlow's masks) or "own"
+backend = keras.backend.backend()
+examples = pickle.load(open(f"{folder}/examples.pkl", "rb"))
+for kind, (task_name, x, y) in examples.items():
+    keras.utils.set_random_seed(0)
+    model = keras.models.load_model(f"{folder}/{kind}_dropout.keras")
+    model.compile(optimizer=keras.optimizers.SGD(0.1), jit_compile=backend != "tensorflow",
+                  **get_task(task_name).compile_args())
+    replay = KerasReplay(model)
+    replay.start(0)                                   # each layer then advances its own counter, step by step
+    config = TrainingConfig(learning_rate=0.1, batch_size=%(batch)d, progress=False)
+    replaying = backend == "jax" and draws == "replayed"
+    with JaxDrawsTensorflowMasks(model) if replaying else contextlib.nullcontext():   # also pads as TensorFlow
+        data = model.text_dataset(x, y, batch_size=%(batch)d, training=True, seed=0).repeat()
+        fit(model, data, config, epochs=1, steps_per_epoch=%(steps)d, callbacks=[])
+    replay.check(%(steps)d)
+    np.savez(f"{folder}/{kind}_{draws}_{backend}.npz", *[np.asarray(w) for w in model.get_weights()])
+""" % {"batch": BATCH, "steps": STEPS, "repo": REPO}
+
+
+@pytest.fixture(scope="module")
+def replayed(tmp_path_factory, minilm_vocab):
+    """Dropout on (0.1 everywhere, the heads' too), SGD, 20 steps from the same files: TensorFlow; JAX drawing
+    TensorFlow's masks (tools/parity/dropout_replay.py's JaxDrawsTensorflowMasks); JAX drawing its own.
+    -> ({run: {kind: weights}}, {kind: starting weights})."""
+    import pickle
+
+    import keras
+
+    from bert_keras import PRESETS, BertEncoder, BertPreprocessor
+    from bert_keras.tasks import BertClassifier, BertMultipleChoice, BertSpanLabeler, BertTagger
+    folder = tmp_path_factory.mktemp("replayed_dropout")
+    keras.utils.set_random_seed(0)
+    config = PRESETS["bert_tiny"]
+    pre = BertPreprocessor(minilm_vocab, max_seq_length=64)
+    models = {"classifier": BertClassifier(BertEncoder(config), 2, preprocessor=pre),
+              "span": BertSpanLabeler(BertEncoder(config), pre, doc_stride=16, max_query_length=8),
+              "multiple_choice": BertMultipleChoice(BertEncoder(config), preprocessor=pre),
+              "tagger": BertTagger(BertEncoder(config), label_names=TAGS, preprocessor=pre)}
+    starting = {}
+    for kind, model in models.items():
+        model.save(folder / f"{kind}_dropout.keras")
+        starting[kind] = [np.asarray(w) for w in model.get_weights()]
+    with open(folder / "examples.pkl", "wb") as f:
+        pickle.dump(raw_examples(), f)
+    (folder / "replayed.py").write_text(REPLAYED)
+    runs = {}
+    for backend, draws in (("tensorflow", "replayed"), ("jax", "replayed"), ("jax", "own")):
+        args = [str(folder / "replayed.py"), str(folder), draws]
+        run_on_backend(f"import runpy, sys; sys.argv = {args!r}; runpy.run_path({args[0]!r}, run_name='__main__')",
+                       backend=backend)
+        runs[f"{backend}_{draws}"] = {kind: list(np.load(folder / f"{kind}_{draws}_{backend}.npz").values())
+                                      for kind in models}
+    return runs, starting
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_with_tensorflows_dropout_masks_jax_trains_tensorflows_weights(replayed, kind):
+    """With dropout on, JAX drawing TensorFlow's masks (the accuracy comparison's paired runs, docs/accuracy.md)
+    takes TensorFlow's 20 SGD steps to float32 rounding, as with dropout off above; drawing its own masks, it lands
+    as far away as another seed does, so the masks are what the replay changed."""
+    runs, starting = replayed
+    tf_weights = runs["tensorflow_replayed"][kind]
+    distance = {run: max(float(np.abs(a - b).max()) for a, b in zip(tf_weights, runs[run][kind]))
+                for run in ("jax_replayed", "jax_own")}
+    moved = max(float(np.abs(a - b).max()) for a, b in zip(tf_weights, starting[kind]))
+    assert moved > 5e-3 and distance["jax_replayed"] < 2e-6, (distance, moved)
+    assert distance["jax_own"] > 100 * distance["jax_replayed"] + 1e-4, (distance, moved)

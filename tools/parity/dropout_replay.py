@@ -170,3 +170,144 @@ class TorchReplay:
     def _draw(self, shape, site, p):
         import torch
         return torch.from_numpy(keep_mask(shape, site_seed(site, self.step, self.num_layers), p).numpy())
+
+
+# --- JAX drawing TensorFlow's masks (tools/parity/acceptance_backends.py: JAX against TensorFlow, same draws) ---
+#
+# Keras' Dropout turns the same seed state into other masks on each backend: TensorFlow's
+# tf.nn.experimental.stateless_dropout (Philox-4x32-10, TensorFlow's key schedule) against JAX's
+# jax.random.bernoulli (threefry). tensorflow_uniform_at computes TensorFlow's numbers in jax.numpy, so a JAX run
+# under JaxDrawsTensorflowMasks keeps exactly the elements the TensorFlow run keeps.
+
+_PHILOX_M = (0xD2511F53, 0xCD9E8D57)           # TensorFlow's random::PhiloxRandom (core/lib/random/philox_random.h)
+_PHILOX_W = (0x9E3779B9, 0xBB67AE85)
+_SEED_KEY = (0x3EC8F720, 0x02461E29)           # the fixed key that scrambles a stateless seed (GenerateKey)
+
+
+def _mul_hi_lo(a: int, b):
+    """(high, low) 32-bit halves of the 64-bit product a * b, in uint32 arithmetic only (JAX runs without x64)."""
+    import jax.numpy as jnp
+    a_lo, a_hi = jnp.uint32(a & 0xFFFF), jnp.uint32(a >> 16)
+    b_lo, b_hi = b & jnp.uint32(0xFFFF), b >> jnp.uint32(16)
+    ll, lh, hl, hh = b_lo * a_lo, b_lo * a_hi, b_hi * a_lo, b_hi * a_hi
+    mid = (ll >> 16) + (lh & 0xFFFF) + (hl & 0xFFFF)
+    return hh + (lh >> 16) + (hl >> 16) + (mid >> 16), b * jnp.uint32(a)
+
+
+def _philox(counter, key):
+    """Philox-4x32-10 of a 4-word counter under a 2-word key (each a uint32 array or scalar): 4 uint32 words."""
+    import jax.numpy as jnp
+    c, k = list(counter), list(key)
+    for r in range(10):
+        hi0, lo0 = _mul_hi_lo(_PHILOX_M[0], c[0])
+        hi1, lo1 = _mul_hi_lo(_PHILOX_M[1], c[2])
+        c = [hi1 ^ c[1] ^ k[0], lo1, hi0 ^ c[3] ^ k[1], lo0]
+        if r < 9:
+            k = [k[0] + jnp.uint32(_PHILOX_W[0]), k[1] + jnp.uint32(_PHILOX_W[1])]
+    return c
+
+
+def tensorflow_uniform_at(index, seed):
+    """float32 numbers of tf.random.stateless_uniform(shape, seed) at the flat element numbers `index` (an int32
+    array of any shape; element i of a [shape] draw in row-major order), computed with jax.numpy.
+
+    TensorFlow (StatelessRandomGetKeyCounter, then the CPU kernel's FillPhiloxRandom): the seed pair, as two
+    64-bit words, is scrambled by one Philox call under a fixed key into the key (its first two words) and the
+    counter's high half; element i is word i % 4 of Philox at counter (i // 4, 0, high half); a word becomes a
+    float in [0, 1) from its low 23 bits (1.mantissa - 1).
+
+    Args:
+        index: int32 array, element numbers (0 <= index < 2**31).
+        seed: [2] uint32/int32 array or pair of ints, each below 2**32 (Keras' seed state: [seed, counter]).
+    Returns: float32 array of index's shape.
+
+    Example:
+        >>> u = tensorflow_uniform_at(jnp.arange(6).reshape(2, 3), (3, 0))   # doctest: +SKIP
+        >>> # == tf.random.stateless_uniform([2, 3], seed=(3, 0))
+    """
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    seed = seed.astype(jnp.uint32) if isinstance(seed, jax.Array) else jnp.asarray(np.asarray(seed, np.uint32))
+    zero = jnp.uint32(0)
+    mix = _philox([seed[0], zero, seed[1], zero], [jnp.uint32(_SEED_KEY[0]), jnp.uint32(_SEED_KEY[1])])
+    index = jnp.asarray(index).astype(jnp.uint32)
+    words = _philox([index >> 2, jnp.zeros_like(index), jnp.broadcast_to(mix[2], index.shape),
+                     jnp.broadcast_to(mix[3], index.shape)], mix[:2])
+    lane = index & 3
+    word = jnp.where(lane == 0, words[0], jnp.where(lane == 1, words[1], jnp.where(lane == 2, words[2], words[3])))
+    return jax.lax.bitcast_convert_type((word & 0x7FFFFF) | jnp.uint32(127 << 23), jnp.float32) - jnp.float32(1)
+
+
+class JaxDrawsTensorflowMasks:
+    """On the JAX backend, while active: the dropout layers of `model` (KerasReplay's; or of the models passed to
+    `attach`) keep exactly the elements that the same layers keep on TensorFlow from the same seed state, and scale
+    as TensorFlow does, so a JAX run and a TensorFlow run under KerasReplay's seeds differ only in float rounding.
+    tests/on_jax/test_training_parity.py: 20 SGD steps with dropout on give TensorFlow's weights within 2e-6.
+
+    Shapes: TensorFlow's blocks run the position-wise parts on the real tokens only ([T, H], RealTokens), JAX on
+    [B, S, H]; there a block's output dropout draws the number of each real token's row in the [T, H] layout (rows
+    at padding draw anything: nothing reads them). Everything else draws in the same shape on both, provided the
+    batches are padded alike: JAX pads a batch to one of a few lengths (backends.pad_batch_lengths), TensorFlow to
+    the batch's own, so this also pads JAX's batches as TensorFlow's (one compiled step per length). The last
+    layer under a pooled head computes [CLS] only on both.
+
+    Patched while active (the tool's, never in bert_keras' code paths outside it): Keras' JAX dropout,
+    bert_keras.backends.padded_length (to the batch's own length) and RealTokens (to see each block's mask).
+    """
+
+    def __init__(self, model=None):
+        self.generators, self.position_wise = set(), set()
+        self.mask = None                 # the input mask of the block being traced
+        if model is not None:
+            self.attach(model)
+
+    def attach(self, model) -> None:
+        """Takes over `model`'s dropout layers (before its training step is traced: e.g. in a callback's
+        on_train_begin, when the model is built inside the code under test)."""
+        replay = KerasReplay(model)
+        self.generators |= {id(layer.seed_generator) for layer, _, _ in replay.layers}
+        self.position_wise |= {id(block.output_dropout.seed_generator) for block in model.encoder.transformer_layers}
+
+    def __enter__(self):
+        import keras
+        from keras.src.backend import random as backend_random
+
+        from bert_keras import backends, layers
+        if keras.backend.backend() != "jax":
+            raise RuntimeError("JaxDrawsTensorflowMasks is for the JAX backend (on TensorFlow KerasReplay is all)")
+        self._saved = [(backend_random, "dropout", backend_random.dropout),
+                       (backends, "padded_length", backends.padded_length),
+                       (layers.RealTokens, "__init__", layers.RealTokens.__init__)]
+        original_dropout, original_tokens = backend_random.dropout, layers.RealTokens.__init__
+        replay = self
+
+        def dropout(inputs, rate, noise_shape=None, seed=None):
+            if id(seed) not in replay.generators or noise_shape is not None or rate in (0.0, 1.0):
+                return original_dropout(inputs, rate, noise_shape=noise_shape, seed=seed)
+            return replay._dropout(inputs, rate, seed.next(), id(seed) in replay.position_wise)
+
+        def real_tokens(tokens, input_mask):
+            original_tokens(tokens, input_mask)
+            replay.mask = input_mask
+
+        backend_random.dropout = dropout
+        backends.padded_length = lambda length, max_length: length
+        layers.RealTokens.__init__ = real_tokens
+        return self
+
+    def __exit__(self, *exc):
+        for owner, name, value in self._saved:
+            setattr(owner, name, value)
+
+    def _dropout(self, x, rate, state, position_wise):
+        import jax.numpy as jnp
+        if position_wise and x.ndim == 3:            # [B, S, H] here, [T, H] over the real tokens on TensorFlow
+            real = jnp.reshape(self.mask, (-1,)) > 0
+            row = jnp.maximum(jnp.cumsum(real.astype(jnp.int32)) - 1, 0)                       # [B * S]
+            index = row[:, None] * x.shape[-1] + jnp.arange(x.shape[-1], dtype=jnp.int32)[None]
+            index = jnp.reshape(index, x.shape)
+        else:
+            index = jnp.reshape(jnp.arange(x.size, dtype=jnp.int32), x.shape)
+        keep = tensorflow_uniform_at(index, state) >= jnp.float32(rate)
+        return jnp.where(keep, x * jnp.asarray(1.0 / (1.0 - rate), x.dtype), jnp.zeros_like(x))
