@@ -84,3 +84,26 @@ def test_a_pipeline_that_differs_raises(minilm_vocab, tmp_path):
         return trainer.training_input(task, train, model, dataclasses.replace(config, seed=config.seed + 1), **kwargs)
     with pytest.raises(RuntimeError, match="not the rebuilt order"):
         acceptance_finetune.training_order(task, train, model, config, 4, pipeline=another_seed)
+
+
+def test_ours_starts_from_a_given_head_and_writes_its_starting_head(tmp_path, minilm_dir):
+    """run_ours' head hooks (--paired, --head-out, --head-from: the JAX run of acceptance_backends.py starts from
+    TensorFlow's head): the head written is the one training started from, not the trained one, and a given head
+    replaces the model's own draw."""
+    path = sst2_file(tmp_path / "train.tsv", n=24)
+    settings = dict(task="sst-2", model=minilm_dir, train=str(path), eval=str(path), epochs=1, batch_size=8,
+                    learning_rate=1e-3, max_seq_length=32, max_train_examples=None, max_eval_examples=None, seed=0)
+    given = np.random.default_rng(5).normal(0, 0.02, (384, 2)).astype("float32")
+    np.savez(tmp_path / "given.npz", kernel=given, bias=np.array([0.1, -0.1], "float32"))
+    (tmp_path / "run").mkdir()
+    result = acceptance_finetune.run_ours(settings, str(tmp_path / "run"), paired=False,
+                                          head_out=str(tmp_path / "out.npz"), head_from=str(tmp_path / "given.npz"))
+    with np.load(tmp_path / "out.npz") as out:
+        np.testing.assert_array_equal(out["kernel"], given)
+        np.testing.assert_array_equal(out["bias"], np.array([0.1, -0.1], "float32"))
+    assert result["steps"] == 3
+    (tmp_path / "own").mkdir()
+    acceptance_finetune.run_ours(settings, str(tmp_path / "own"), paired=False, head_out=str(tmp_path / "own.npz"))
+    with np.load(tmp_path / "own.npz") as own:
+        assert own["kernel"].shape == given.shape and not np.allclose(own["kernel"], given)
+        np.testing.assert_array_equal(own["bias"], [0, 0])                     # drawn, not yet trained

@@ -54,6 +54,9 @@ Usage:
   .venv/bin/python tools/parity/acceptance_finetune.py --task conll2003 --paired --torch-schedule google --seed 1
   # and the same dropout masks (only float rounding and the implementations differ):
   .venv/bin/python tools/parity/acceptance_finetune.py --task openbookqa --paired --replay-dropout --torch-schedule google
+  # ours alone on JAX, drawing TensorFlow's head and dropout masks (tools/parity/acceptance_backends.py runs both):
+  KERAS_BACKEND=jax .venv/bin/python tools/parity/acceptance_finetune.py --task conll2003 --ours-only \
+      --replay-dropout --head-from tf_head.npz --out jax.json
 """
 
 from __future__ import annotations
@@ -150,15 +153,20 @@ def training_order(task, train: list, model, config, steps: int, pipeline=None) 
     return order, lengths
 
 
-def run_ours(settings: dict, workdir: str, paired: bool = False, replay: bool = False) -> dict:
+def run_ours(settings: dict, workdir: str, paired: bool = False, replay: bool = False, head_out: str | None = None,
+             head_from: str | None = None) -> dict:
     """bert_keras.finetune as the CLI runs it. paired: also save its starting head and rebuild its batch order for
-    the reference; replay: its dropout masks come from tools/parity/dropout_replay.py (the reference draws the same).
+    the reference; replay: its dropout masks come from tools/parity/dropout_replay.py (the reference draws the same;
+    on JAX, TensorFlow's masks: JaxDrawsTensorflowMasks); head_out: write its starting head there (.npz);
+    head_from: start from that head instead of its own draw (another backend's head_out).
     What this needs from the run goes through finetune's public hooks: a callback (the head as training starts,
     the steps per epoch, the replay's step counter) and the timings finetune records."""
+    import contextlib
+
     import keras
     import numpy as np
 
-    from dropout_replay import TASK_LAYOUT, KerasReplay
+    from dropout_replay import TASK_LAYOUT, JaxDrawsTensorflowMasks, KerasReplay
     from bert_keras.finetune import FinetuneConfig, finetune
 
     train, evaluate = settings["train"], settings["eval"]
@@ -172,22 +180,35 @@ def run_ours(settings: dict, workdir: str, paired: bool = False, replay: bool = 
 
     replaying = []               # the KerasReplay of finetune's model, made when training starts
     fit_call = {}                # what finetune's fit starts from: the head's weights, steps per epoch
+    on_jax = keras.backend.backend() == "jax"
+    masks = JaxDrawsTensorflowMasks() if replay and on_jax else contextlib.nullcontext()
 
     class AtTrainingStart(keras.callbacks.Callback):
         def on_train_begin(self, logs=None):         # before the first training step is traced
+            head = self.model.get_layer(HEADS[settings["task"]])
+            if head_from:
+                with np.load(head_from) as saved:
+                    head.set_weights([saved["kernel"], saved["bias"]])
+            if (paired or head_out) and "head" not in fit_call:
+                fit_call["head"], fit_call["steps_per_epoch"] = os.path.join(workdir, "head.npz"), self.params["steps"]
+                kernel, bias = head.get_weights()
+                np.savez(fit_call["head"], kernel=kernel, bias=bias)
+                if head_out:
+                    np.savez(head_out, kernel=kernel, bias=bias)
             if replay and not replaying:
                 replaying.append(KerasReplay(self.model))
+                # On JAX the step carries each layer's seed state from step to step (a callback's assignment
+                # between steps is not read back), and it advances as start(step) would set it.
+                replaying[0].start(int(self.model.optimizer.iterations))
+                if on_jax:
+                    masks.attach(self.model)
 
         def on_train_batch_begin(self, batch, logs=None):
-            if replaying:
+            if replaying and not on_jax:
                 replaying[0].start(int(self.model.optimizer.iterations))
 
         def on_train_end(self, logs=None):
             fit_call["iterations"] = int(self.model.optimizer.iterations)
-            if paired and not fit_call:
-                fit_call["head"], fit_call["steps_per_epoch"] = os.path.join(workdir, "head.npz"), self.params["steps"]
-                kernel, bias = self.model.get_layer(HEADS[settings["task"]]).get_weights()
-                np.savez(fit_call["head"], kernel=kernel, bias=bias)
 
     config = FinetuneConfig(task=settings["task"], model=settings["model"], out=os.path.join(workdir, "ours"),
                             train=train, eval=evaluate, epochs=settings["epochs"], batch_size=settings["batch_size"],
@@ -196,7 +217,8 @@ def run_ours(settings: dict, workdir: str, paired: bool = False, replay: bool = 
                             max_eval_examples=settings["max_eval_examples"], seed=settings["seed"], progress=False,
                             **{k: settings[k] for k in ("schedule", "weight_decay", "adam_epsilon") if k in settings})
     t0 = time.perf_counter()
-    result = finetune(config, callbacks=[AtTrainingStart()])
+    with masks:
+        result = finetune(config, callbacks=[AtTrainingStart()])
     wall = time.perf_counter() - t0
     if replaying:
         if replaying[0].head_dropout != TASK_LAYOUT[settings["task"]][1]:
@@ -312,6 +334,9 @@ def main(argv=None):
     p.add_argument("--replay-dropout", action="store_true",
                    help="with --paired: both sides draw the same dropout masks (tools/parity/dropout_replay.py), so they "
                         "differ only in float rounding")
+    p.add_argument("--head-out", metavar="NPZ", help="write ours' starting head there (for --head-from)")
+    p.add_argument("--head-from", metavar="NPZ",
+                   help="ours starts from this head (another run's --head-out: e.g. JAX from TensorFlow's draw)")
     p.add_argument("--skip-ours", action="store_true",
                    help="reuse ours from the --out file (it must have run the same settings)")
     p.add_argument("--torch-from", metavar="JSON",
@@ -340,10 +365,14 @@ def main(argv=None):
                     "and --torch-from")
         settings["paired"] = True
     if args.replay_dropout:
-        if not args.paired:
+        if not (args.paired or args.ours_only):
             p.error("--replay-dropout replays ours' dropout masks in the reference, which needs ours' batches: add "
-                    "--paired")
+                    "--paired (or --ours-only: ours draws the replay's masks, TensorFlow's on either backend)")
         settings["replay_dropout"] = True
+    if args.head_from:
+        if not os.path.isfile(args.head_from):
+            p.error(f"--head-from {args.head_from}: no such file (write one with --head-out)")
+        settings["head_from"] = os.path.abspath(args.head_from)
     out = args.out or os.path.join(ROOT, "benchmarks", "results", f"acceptance_{args.task}.json")
     os.makedirs(os.path.dirname(out), exist_ok=True)
 
@@ -362,7 +391,8 @@ def main(argv=None):
         else:
             print(f"ours: bert_keras.finetune on {args.task}", flush=True)
             try:
-                report["ours"] = run_ours(settings, workdir, args.paired, args.replay_dropout)
+                report["ours"] = run_ours(settings, workdir, args.paired, args.replay_dropout, args.head_out,
+                                          args.head_from)
             except Exception:  # record, then still run the reference
                 import traceback
                 report["ours"] = {"error": traceback.format_exc()}
