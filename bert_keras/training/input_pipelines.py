@@ -15,12 +15,17 @@ from typing import Callable
 
 import tensorflow as tf
 
+from bert_keras.backends import on_tensorflow
+
 
 def is_distributed(strategy) -> bool:
     return strategy.num_replicas_in_sync > 1 or strategy.extended._in_multi_worker_mode()
 
 
 def distributed_input(strategy, make_dataset: Callable[[int, int, int], tf.data.Dataset], global_batch_size: int):
+    if not on_tensorflow():          # JAX: each process's slice of the global batches (data_parallel.py)
+        from bert_keras.training.data_parallel import local_batches
+        return local_batches(make_dataset(0, 1, global_batch_size), global_batch_size)
     if not is_distributed(strategy):
         return make_dataset(0, 1, global_batch_size)
     if global_batch_size % strategy.num_replicas_in_sync:

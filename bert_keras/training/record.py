@@ -38,7 +38,8 @@ def cpu_name() -> str:
 
 def host(strategy) -> dict:
     """The machine a run trained on: CPU, core count, Keras' backend, accelerators, the distribution strategy (on
-    JAX: Keras' distribution and JAX's devices) and its replicas (devices a batch is split over)."""
+    JAX: Keras' distribution, JAX's devices over all processes and the process count) and its replicas (devices a
+    batch is split over)."""
     import keras
     import tensorflow as tf
 
@@ -52,7 +53,7 @@ def host(strategy) -> dict:
         return {**found, "accelerators": [str(d) for d in devices if d.platform != "cpu"],
                 "devices": f"{devices[0].platform} x {len(devices)}",
                 "strategy": type(distribution).__name__ if distribution else "one device",
-                "replicas": distributed_devices()}
+                "replicas": distributed_devices(), "processes": jax.process_count()}
     accelerators = [d.name for d in tf.config.list_logical_devices() if d.device_type not in ("CPU",)]
     return {**found, "accelerators": accelerators, "strategy": type(strategy).__name__,
             "replicas": strategy.num_replicas_in_sync}

@@ -53,12 +53,16 @@ def start(config) -> tf.distribute.Strategy:
 
 def output_folder(strategy, out: str) -> str:
     """`out` for the chief (or a single process); `out/<task type>-<index>` for the other tasks of a multi-worker
-    job, which write their own copies there instead of racing the chief for the same files.
+    job, which write their own copies there instead of racing the chief for the same files; on JAX,
+    `out/process-<index>` for every process but 0 of a run of several (data_parallel.py).
 
     Example:
         >>> output_folder(tf.distribute.get_strategy(), "run")
         'run'
     """
+    if not on_tensorflow():
+        import jax
+        return out if jax.process_index() == 0 else os.path.join(out, f"process-{jax.process_index()}")
     resolver = getattr(strategy, "cluster_resolver", None)
     task_type, task_id = (resolver.task_type, resolver.task_id) if resolver is not None else (None, None)
     has_chief = resolver is not None and "chief" in (resolver.cluster_spec().as_dict() or {})
