@@ -94,30 +94,38 @@ json.dump(out, open(f"{folder}/losses_{backend}.json", "w"))
 """ % {"batch": BATCH, "steps": STEPS}
 
 
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory, minilm_vocab):
-    """Both backends' runs from the same starting files, and the starting weights: ({backend: {"losses":
-    {"<kind>_<sgd|recipe>": {"losses", "iterations"}}, "<kind>_<sgd|recipe>" or "optimizer": weights}}, {kind: weights})."""
+def save_starting_files(folder, vocab: str, dropout: float, suffix: str = "") -> dict:
+    """Each task kind's model on bert_tiny (dropout `dropout` in the encoder and the heads) saved as
+    folder/<kind><suffix>.keras, and the raw examples as folder/examples.pkl -> {kind: its starting weights}."""
     import pickle
 
     import keras
 
     from bert_keras import PRESETS, BertEncoder, BertPreprocessor
     from bert_keras.tasks import BertClassifier, BertMultipleChoice, BertSpanLabeler, BertTagger
-    folder = tmp_path_factory.mktemp("training_parity")
     keras.utils.set_random_seed(0)
-    config = dataclasses.replace(PRESETS["bert_tiny"], hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-    pre = BertPreprocessor(minilm_vocab, max_seq_length=64)
-    models = {"classifier": BertClassifier(BertEncoder(config), 2, dropout=0.0, preprocessor=pre),
+    config = dataclasses.replace(PRESETS["bert_tiny"], hidden_dropout_prob=dropout,
+                                 attention_probs_dropout_prob=dropout)
+    pre = BertPreprocessor(vocab, max_seq_length=64)
+    models = {"classifier": BertClassifier(BertEncoder(config), 2, dropout=dropout, preprocessor=pre),
               "span": BertSpanLabeler(BertEncoder(config), pre, doc_stride=16, max_query_length=8),
-              "multiple_choice": BertMultipleChoice(BertEncoder(config), dropout=0.0, preprocessor=pre),
-              "tagger": BertTagger(BertEncoder(config), dropout=0.0, label_names=TAGS, preprocessor=pre)}
+              "multiple_choice": BertMultipleChoice(BertEncoder(config), dropout=dropout, preprocessor=pre),
+              "tagger": BertTagger(BertEncoder(config), dropout=dropout, label_names=TAGS, preprocessor=pre)}
     starting = {}
     for kind, model in models.items():
-        model.save(folder / f"{kind}.keras")
+        model.save(folder / f"{kind}{suffix}.keras")
         starting[kind] = [np.asarray(w) for w in model.get_weights()]
     with open(folder / "examples.pkl", "wb") as f:
         pickle.dump(raw_examples(), f)
+    return starting
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory, minilm_vocab):
+    """Both backends' runs from the same starting files, and the starting weights: ({backend: {"losses":
+    {"<kind>_<sgd|recipe>": {"losses", "iterations"}}, "<kind>_<sgd|recipe>" or "optimizer": weights}}, {kind: weights})."""
+    folder = tmp_path_factory.mktemp("training_parity")
+    starting = save_starting_files(folder, minilm_vocab, dropout=0.0)
     (folder / "train.py").write_text(TRAIN)
     runs = {}
     for backend in ("tensorflow", "jax"):
@@ -260,26 +268,8 @@ def replayed(tmp_path_factory, minilm_vocab):
     """Dropout on (0.1 everywhere, the heads' too), SGD, 20 steps from the same files: TensorFlow; JAX drawing
     TensorFlow's masks (tools/parity/dropout_replay.py's JaxDrawsTensorflowMasks); JAX drawing its own.
     -> ({run: {kind: weights}}, {kind: starting weights})."""
-    import pickle
-
-    import keras
-
-    from bert_keras import PRESETS, BertEncoder, BertPreprocessor
-    from bert_keras.tasks import BertClassifier, BertMultipleChoice, BertSpanLabeler, BertTagger
     folder = tmp_path_factory.mktemp("replayed_dropout")
-    keras.utils.set_random_seed(0)
-    config = PRESETS["bert_tiny"]
-    pre = BertPreprocessor(minilm_vocab, max_seq_length=64)
-    models = {"classifier": BertClassifier(BertEncoder(config), 2, preprocessor=pre),
-              "span": BertSpanLabeler(BertEncoder(config), pre, doc_stride=16, max_query_length=8),
-              "multiple_choice": BertMultipleChoice(BertEncoder(config), preprocessor=pre),
-              "tagger": BertTagger(BertEncoder(config), label_names=TAGS, preprocessor=pre)}
-    starting = {}
-    for kind, model in models.items():
-        model.save(folder / f"{kind}_dropout.keras")
-        starting[kind] = [np.asarray(w) for w in model.get_weights()]
-    with open(folder / "examples.pkl", "wb") as f:
-        pickle.dump(raw_examples(), f)
+    starting = save_starting_files(folder, minilm_vocab, dropout=0.1, suffix="_dropout")
     (folder / "replayed.py").write_text(REPLAYED)
     runs = {}
     for backend, draws in (("tensorflow", "replayed"), ("jax", "replayed"), ("jax", "own")):
@@ -287,7 +277,7 @@ def replayed(tmp_path_factory, minilm_vocab):
         run_on_backend(f"import runpy, sys; sys.argv = {args!r}; runpy.run_path({args[0]!r}, run_name='__main__')",
                        backend=backend)
         runs[f"{backend}_{draws}"] = {kind: list(np.load(folder / f"{kind}_{draws}_{backend}.npz").values())
-                                      for kind in models}
+                                      for kind in KINDS}
     return runs, starting
 
 
