@@ -40,6 +40,11 @@ draw their masks from one stream of stateless random numbers, by step and call),
 float rounding and in the code under test. Ours still runs finetune end to end, nothing patched: a callback seeds
 its dropout layers' own seed generators before each step (only the reference's torch dropout is swapped). Without it, dropout alone moves a 3-seed mean by about 0.7 points on OpenBookQA's 500 questions.
 
+--ours-only --replay-dropout --head-out/--head-from: ours against ours on another Keras backend
+(tools/parity/acceptance_backends.py runs the pair): the TensorFlow run writes its starting head and seeds its
+dropout by the replay's stream; the JAX run starts from that head and draws TensorFlow's masks
+(dropout_replay.JaxDrawsTensorflowMasks), so the two differ only in float rounding.
+
 Timing: `train_seconds` is time spent in training steps (ours: finetune's own record, model.fit minus the
 per-epoch evaluation, so it includes Keras' first-step tracing and callbacks; torch: the training loop), `examples_per_second` = training
 sequences (SQuAD: windows; multiple choice: questions) per second of train_seconds; `wall_seconds` is the whole

@@ -27,6 +27,10 @@ the masks costs time on both sides; no speed figure comes from a replayed run.
 
 transformers has no per-layer generator to seed: TorchReplay swaps torch.nn.functional.dropout while active (the one
 patch left in the tools, of the reference, never of bert_keras).
+
+Keras on JAX draws other masks from the same seed states (jax.random, not TensorFlow's Philox): for JAX against
+TensorFlow, JaxDrawsTensorflowMasks computes TensorFlow's numbers in jax.numpy (tensorflow_uniform_at) and swaps
+Keras' JAX dropout while active (tools/parity/acceptance_backends.py).
 """
 
 from __future__ import annotations
