@@ -50,6 +50,36 @@ def run_side(task: str, seed: int, backend: str, folder: str, extra: list[str], 
     return report
 
 
+METRICS = {"sst-2": ["accuracy"], "openbookqa": ["accuracy"], "conll2003": ["f1"], "squad": ["f1", "exact_match"]}
+
+
+def table(task: str, seeds: list[int], folder: str) -> str:
+    """Markdown rows (task, metric, backend, each seed, mean) of the seeds whose two runs are written, then JAX -
+    TensorFlow per seed and its mean in points (SQuAD's metrics are already in points)."""
+    import numpy as np
+    found = {}
+    for seed in seeds:
+        paths = {b: os.path.join(folder, f"{task}_seed{seed}_{b}.json") for b in BACKENDS}
+        if all(os.path.isfile(path) for path in paths.values()):
+            found[seed] = {}
+            for backend, path in paths.items():
+                with open(path, encoding="utf-8") as f:
+                    found[seed][backend] = json.load(f)["ours"]["metrics"]
+    if not found:
+        return f"{task}: no seed of {seeds} has both runs in {folder}"
+    scale, form = (1, "{:.2f}") if task == "squad" else (100, "{:.4f}")
+    rows = [f"| task | metric | | {' | '.join(f'seed {s}' for s in found)} | mean |", "|" + "---|" * (len(found) + 4)]
+    for metric in METRICS[task]:
+        for backend in BACKENDS:
+            values = [found[s][backend][metric] for s in found] + [float(np.mean([found[s][backend][metric]
+                                                                                 for s in found]))]
+            rows.append(f"| {task} | {metric} | {backend} | " + " | ".join(form.format(v) for v in values) + " |")
+        deltas = [scale * (found[s]["jax"][metric] - found[s]["tensorflow"][metric]) for s in found]
+        rows.append(f"| {task} | {metric} | JAX − TF (points) | " + " | ".join(f"{d:+.2f}" for d in deltas)
+                    + f" | **{np.mean(deltas):+.2f}** |")
+    return "\n".join(rows)
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -57,7 +87,12 @@ def main(argv=None):
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--reuse", action="store_true", help="keep a side whose report is already written")
     p.add_argument("--folder", default=os.path.join(ROOT, "benchmarks", "results", "backends"))
+    p.add_argument("--table", action="store_true",
+                   help="run nothing: print the Markdown rows of the seeds' finished pairs (docs/accuracy.md)")
     args, extra = p.parse_known_args(argv)       # the rest goes to acceptance_finetune (e.g. --schedule linear)
+    if args.table:
+        print(table(args.task, args.seeds, args.folder))
+        return
     os.makedirs(args.folder, exist_ok=True)
 
     from bert_keras.atomic import write_json
