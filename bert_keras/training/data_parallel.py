@@ -37,7 +37,8 @@ def start_data_parallel(strategy: str, batch_size: int) -> int:
         batch_size: the global batch size; it must divide over the devices.
 
     Raises:
-        ValueError: a TensorFlow-only strategy, or a batch that does not divide over the devices.
+        ValueError: a TensorFlow-only strategy, a batch that does not divide over the devices, or "cpu" in a run
+            of several processes.
         RuntimeError: "tpu" when JAX has no TPU.
 
     Example:
@@ -49,6 +50,9 @@ def start_data_parallel(strategy: str, batch_size: int) -> int:
     if strategy not in JAX_STRATEGIES:
         raise ValueError(f"--strategy {strategy} is a TensorFlow strategy; on the JAX backend use auto (data "
                          "parallel over every JAX device), tpu or cpu, or run with --backend tensorflow")
+    if strategy == "cpu" and jax.process_count() > 1:
+        raise ValueError(f"--strategy cpu trains on one device, but this run has {jax.process_count()} processes "
+                         "(KERAS_DISTRIBUTION_NUM_PROCESSES): use --strategy auto, or run one process")
     devices = jax.devices()
     signs = tpu_vm_signs() if strategy != "cpu" else []
     if (strategy == "tpu" or signs) and devices[0].platform != "tpu":

@@ -112,3 +112,13 @@ def test_each_process_keeps_its_slice_of_every_global_batch(monkeypatch):
         assert len(y0) == len(y1) == 8
     with pytest.raises(ValueError, match="does not divide over 2 processes"):
         local_batches(data, 15)
+
+
+def test_one_device_is_refused_in_a_run_of_several_processes(monkeypatch):
+    """--strategy cpu would train each process on its own slice alone: a clear error instead."""
+    import jax
+
+    from bert_keras.training.data_parallel import start_data_parallel
+    monkeypatch.setattr(jax, "process_count", lambda: 2)
+    with pytest.raises(ValueError, match="--strategy cpu trains on one device, but this run has 2 processes"):
+        start_data_parallel("cpu", 16)
