@@ -3,6 +3,7 @@ model there and hand arrays back through files, while the test's own process sta
 its backend once per process, at import).
 
     run_on_backend(code, backend="jax", devices=8)     # -> the program's standard output
+    run_script(path, arg, ..., backend="jax")          # a script file as __main__, sys.argv = [path, args...]
 
 `devices` > 1 sets XLA_FLAGS=--xla_force_host_platform_device_count, JAX's simulated CPU devices (the CPU
 stand-in for a TPU's cores)."""
@@ -24,6 +25,14 @@ def run_on_backend(code: str, backend: str = "jax", devices: int = 1, timeout: f
                             env=env, timeout=timeout, cwd=cwd or REPO)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
     return result.stdout
+
+
+def run_script(script, *args, backend: str = "jax", devices: int = 1) -> str:
+    """The Python file `script` run as __main__ on `backend` with sys.argv [script, *args] (each str()) -> its
+    standard output (run_on_backend's)."""
+    argv = [str(script), *map(str, args)]
+    return run_on_backend(f"import runpy, sys; sys.argv = {argv!r}; runpy.run_path({argv[0]!r}, run_name='__main__')",
+                          backend=backend, devices=devices)
 
 
 def assert_close_at_real_positions(ours, theirs, name: str, atol: float = 1e-5) -> None:

@@ -9,7 +9,7 @@ import keras
 import numpy as np
 import pytest
 
-from backend_process import run_on_backend
+from backend_process import run_script
 
 pytestmark = pytest.mark.torch
 
@@ -43,8 +43,7 @@ def test_minilm_forward_on_torch_matches_tensorflow(tmp_path, minilm_dir):
     probabilities = classifier.serve_numpy(TEXTS)["probabilities"]
     script = tmp_path / "torch_side.py"
     script.write_text(TORCH_SIDE)
-    run_on_backend(f"import runpy, sys; sys.argv = [{str(script)!r}, {str(tmp_path)!r}]; "
-                   f"runpy.run_path({str(script)!r}, run_name='__main__')", backend="torch")
+    run_script(script, tmp_path, backend="torch")
     theirs = np.load(tmp_path / "torch.npz")
     real = ids["input_mask"].astype(bool)
     for i, layer in enumerate(ours):

@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from backend_process import run_on_backend
+from backend_process import run_script
 
 pytestmark = pytest.mark.jax
 
@@ -40,8 +40,7 @@ def test_minilm_attention_maps_on_jax_match_tensorflow(tmp_path, minilm_dir):
     (tmp_path / "texts.json").write_text(json.dumps(TEXTS))
     script = tmp_path / "jax_side.py"
     script.write_text(JAX_SIDE)
-    run_on_backend(f"import runpy, sys; sys.argv = [{str(script)!r}, {str(tmp_path)!r}, {minilm_dir!r}]; "
-                   f"runpy.run_path({str(script)!r}, run_name='__main__')", backend="jax")
+    run_script(script, tmp_path, minilm_dir, backend="jax")
     theirs = np.load(tmp_path / "jax.npz")
     np.testing.assert_array_equal(theirs["mask"], ids["input_mask"])
     rows = np.broadcast_to(ids["input_mask"].astype(bool)[:, None, :, None], ours[0].shape)

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from backend_process import run_on_backend
+from backend_process import run_script
 
 pytestmark = pytest.mark.jax
 
@@ -75,9 +75,7 @@ def runs(tmp_path_factory, minilm_vocab):
     folder = tmp_path_factory.mktemp("data_parallel")
     script = folder / "train.py"
     script.write_text(JAX_SIDE)
-    args = [str(script), minilm_vocab, str(folder / "result.json"), f"{SAMPLES}/sst2_train.tsv"]
-    run_on_backend(f"import runpy, sys; sys.argv = {args!r}; runpy.run_path({str(script)!r}, run_name='__main__')",
-                   devices=8)
+    run_script(script, minilm_vocab, folder / "result.json", f"{SAMPLES}/sst2_train.tsv", devices=8)
     return json.loads((folder / "result.json").read_text())
 
 

@@ -10,7 +10,7 @@ import keras
 import numpy as np
 import pytest
 
-from backend_process import assert_close_at_real_positions, run_on_backend
+from backend_process import assert_close_at_real_positions, run_script
 from session_path import run_signatures
 
 pytestmark = pytest.mark.jax
@@ -87,8 +87,7 @@ def trained_on_jax(tmp_path_factory, minilm_vocab):
     (folder / "requests.json").write_text(json.dumps(REQUESTS))
     script = folder / "train.py"
     script.write_text(JAX_SIDE)
-    run_on_backend(f"import runpy, sys; sys.argv = [{str(script)!r}, {str(folder)!r}, {minilm_vocab!r}]; "
-                   f"runpy.run_path({str(script)!r}, run_name='__main__')")
+    run_script(script, folder, minilm_vocab)
     return folder, json.loads((folder / "jax_answers.json").read_text())
 
 

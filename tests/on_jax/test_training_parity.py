@@ -18,7 +18,7 @@ import json
 import numpy as np
 import pytest
 
-from backend_process import REPO, run_on_backend
+from backend_process import REPO, run_script
 
 pytestmark = pytest.mark.jax
 
@@ -129,9 +129,7 @@ def trained(tmp_path_factory, minilm_vocab):
     (folder / "train.py").write_text(TRAIN)
     runs = {}
     for backend in ("tensorflow", "jax"):
-        args = [str(folder / "train.py"), str(folder)]
-        run_on_backend(f"import runpy, sys; sys.argv = {args!r}; runpy.run_path({args[0]!r}, run_name='__main__')",
-                       backend=backend)
+        run_script(folder / "train.py", folder, backend=backend)
         runs[backend] = {"losses": json.loads((folder / f"losses_{backend}.json").read_text()),
                          **{path.stem.rsplit("_", 1)[0]: list(np.load(path).values())
                             for path in folder.glob(f"*_{backend}.npz")}}
@@ -145,11 +143,14 @@ def step_losses(running: list) -> np.ndarray:
     return running * n - np.concatenate([[0.0], running[:-1] * n[:-1]])
 
 
+def largest_gap(weights, others) -> float:
+    """The largest absolute difference between two lists of weight arrays, element by element."""
+    return max(float(np.abs(a - b).max()) for a, b in zip(weights, others, strict=True))
+
+
 def apart_and_moved(runs, starting, name: str, kind: str) -> tuple[float, float]:
-    tf_weights, jax_weights = runs["tensorflow"][name], runs["jax"][name]
-    apart = max(float(np.abs(a - b).max()) for a, b in zip(tf_weights, jax_weights))
-    moved = max(float(np.abs(a - b).max()) for a, b in zip(tf_weights, starting[kind]))
-    return apart, moved
+    tf_weights = runs["tensorflow"][name]
+    return largest_gap(tf_weights, runs["jax"][name]), largest_gap(tf_weights, starting[kind])
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -224,10 +225,8 @@ def test_dropout_draws_the_same_noise_on_both_backends(tmp_path, minilm_vocab):
     np.savez(tmp_path / "encoder.npz", *encoder.get_weights())
     script = tmp_path / "draws.py"
     script.write_text(DROPOUT_DRAWS % 150)
-    args = [str(script), minilm_vocab, str(tmp_path)]
     for backend in ("tensorflow", "jax"):
-        run_on_backend(f"import runpy, sys; sys.argv = {args!r}; runpy.run_path({args[0]!r}, run_name='__main__')",
-                       backend=backend)
+        run_script(script, minilm_vocab, tmp_path, backend=backend)
     tf_draws, jax_draws = np.load(tmp_path / "draws_tensorflow.npz"), np.load(tmp_path / "draws_jax.npz")
     np.testing.assert_allclose(jax_draws["inference"], tf_draws["inference"], atol=1e-5)
     spread = jax_draws["std"].mean() / tf_draws["std"].mean()
@@ -273,9 +272,7 @@ def replayed(tmp_path_factory, minilm_vocab):
     (folder / "replayed.py").write_text(REPLAYED)
     runs = {}
     for backend, draws in (("tensorflow", "replayed"), ("jax", "replayed"), ("jax", "own")):
-        args = [str(folder / "replayed.py"), str(folder), draws]
-        run_on_backend(f"import runpy, sys; sys.argv = {args!r}; runpy.run_path({args[0]!r}, run_name='__main__')",
-                       backend=backend)
+        run_script(folder / "replayed.py", folder, draws, backend=backend)
         runs[f"{backend}_{draws}"] = {kind: list(np.load(folder / f"{kind}_{draws}_{backend}.npz").values())
                                       for kind in KINDS}
     return runs, starting
@@ -288,8 +285,7 @@ def test_with_tensorflows_dropout_masks_jax_trains_tensorflows_weights(replayed,
     as far away as another seed does, so the masks are what the replay changed."""
     runs, starting = replayed
     tf_weights = runs["tensorflow_replayed"][kind]
-    distance = {run: max(float(np.abs(a - b).max()) for a, b in zip(tf_weights, runs[run][kind]))
-                for run in ("jax_replayed", "jax_own")}
-    moved = max(float(np.abs(a - b).max()) for a, b in zip(tf_weights, starting[kind]))
+    distance = {run: largest_gap(tf_weights, runs[run][kind]) for run in ("jax_replayed", "jax_own")}
+    moved = largest_gap(tf_weights, starting[kind])
     assert moved > 5e-3 and distance["jax_replayed"] < 2e-6, (distance, moved)
     assert distance["jax_own"] > 100 * distance["jax_replayed"] + 1e-4, (distance, moved)

