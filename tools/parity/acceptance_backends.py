@@ -71,9 +71,9 @@ def table(task: str, seeds: list[int], folder: str) -> str:
     rows = [f"| task | metric | | {' | '.join(f'seed {s}' for s in found)} | mean |", "|" + "---|" * (len(found) + 4)]
     for metric in METRICS[task]:
         for backend in BACKENDS:
-            values = [found[s][backend][metric] for s in found] + [float(np.mean([found[s][backend][metric]
-                                                                                 for s in found]))]
-            rows.append(f"| {task} | {metric} | {backend} | " + " | ".join(form.format(v) for v in values) + " |")
+            values = [found[s][backend][metric] for s in found]
+            rows.append(f"| {task} | {metric} | {backend} | "
+                        + " | ".join(form.format(v) for v in values + [np.mean(values)]) + " |")
         deltas = [scale * (found[s]["jax"][metric] - found[s]["tensorflow"][metric]) for s in found]
         rows.append(f"| {task} | {metric} | JAX − TF (points) | " + " | ".join(f"{d:+.2f}" for d in deltas)
                     + f" | **{np.mean(deltas):+.2f}** |")

@@ -195,11 +195,11 @@ def run_ours(settings: dict, workdir: str, paired: bool = False, replay: bool = 
                 with np.load(head_from) as saved:
                     head.set_weights([saved["kernel"], saved["bias"]])
             if (paired or head_out) and "head" not in fit_call:
-                fit_call["head"], fit_call["steps_per_epoch"] = os.path.join(workdir, "head.npz"), self.params["steps"]
+                fit_call["head"] = head_out or os.path.join(workdir, "head.npz")
+                fit_call["steps_per_epoch"] = self.params["steps"]
                 kernel, bias = head.get_weights()
-                np.savez(fit_call["head"], kernel=kernel, bias=bias)
-                if head_out:
-                    np.savez(head_out, kernel=kernel, bias=bias)
+                with open(fit_call["head"], "wb") as f:             # the path as given (np.savez adds .npz)
+                    np.savez(f, kernel=kernel, bias=bias)
             if replay and not replaying:
                 replaying.append(KerasReplay(self.model))
                 # On JAX the step carries each layer's seed state from step to step (a callback's assignment

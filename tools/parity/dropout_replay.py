@@ -238,8 +238,7 @@ def tensorflow_uniform_at(index, seed):
     index = jnp.asarray(index).astype(jnp.uint32)
     words = _philox([index >> 2, jnp.zeros_like(index), jnp.broadcast_to(mix[2], index.shape),
                      jnp.broadcast_to(mix[3], index.shape)], mix[:2])
-    lane = index & 3
-    word = jnp.where(lane == 0, words[0], jnp.where(lane == 1, words[1], jnp.where(lane == 2, words[2], words[3])))
+    word = jnp.choose(index & 3, words, mode="clip")                   # element i: word i % 4 (traceable)
     return jax.lax.bitcast_convert_type((word & 0x7FFFFF) | jnp.uint32(127 << 23), jnp.float32) - jnp.float32(1)
 
 
