@@ -94,7 +94,8 @@ def load_backbone_and_heads(source: str, vocab: str | None = None, lower_case: b
         from bert_keras.encoder import BertEncoder
         encoder = BertEncoder(PRESETS[source])
     elif source.endswith(".keras"):
-        import bert_keras.tasks  # noqa: F401  (registers the classes)
+        # A task model's class is found in Keras' registry, which `import bert_keras` filled (the package imports
+        # bert_keras.tasks before any caller gets here): this module never imports tasks, which import it.
         if not os.path.exists(source):
             raise FileNotFoundError(f"no such model file: {source}")
         model = keras.models.load_model(source)
