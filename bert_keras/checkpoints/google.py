@@ -5,12 +5,12 @@ so the files we write load in the original code (`tf.compat.v1.train.init_from_c
 from __future__ import annotations
 
 import os
-import shutil
 
 import numpy as np
 import tensorflow as tf
 
 from bert_keras.atomic import atomic_directory
+from bert_keras.preprocessing.vocab import save_vocab
 
 # Training state that google-research checkpoints may carry beside the weights.
 _SKIP_SUFFIXES = ("/adam_m", "/adam_v")
@@ -44,6 +44,6 @@ def write_google_checkpoint(tensors: dict, folder: str, config=None, vocab_file:
                           tensors=[tf.constant(np.asarray(tensors[n])) for n in names])
         if config is not None:
             config.to_json_file(os.path.join(tmp, "bert_config.json"))
-        if vocab_file:
-            shutil.copyfile(vocab_file, os.path.join(tmp, "vocab.txt"))
+        if vocab_file:                             # a vocab.txt path, or the tokens in id order
+            save_vocab(vocab_file, os.path.join(tmp, "vocab.txt"))
     return os.path.join(os.path.abspath(folder), prefix_name)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import sys
 import tarfile
 import tempfile
@@ -25,7 +24,8 @@ import numpy as np
 
 from bert_keras.atomic import atomic_directory
 from bert_keras.config import BertConfig
-from bert_keras.preprocessing.vocab import vocab_is_cased
+from bert_keras.preprocessing.vocab import (MissingVocabularyError, folder_vocabulary, load_vocab, save_vocab,
+                                            vocab_is_cased)
 from bert_keras.zoo.catalogue import CatalogueEntry, load_catalogue
 
 
@@ -186,7 +186,7 @@ def _convert(folder: str, target: str, metadata: dict) -> str:
         mlm = {name.replace("/", ":"): value for name, value in heads.items() if name.startswith("cls/predictions/")}
         if mlm:                                       # the masked-LM head, for fill-mask (cached_mlm_head reads it)
             np.savez(os.path.join(tmp, MLM_HEAD_FILE), **mlm)
-        shutil.copyfile(os.path.join(folder, "vocab.txt"), os.path.join(tmp, "vocab.txt"))
+        save_vocab(folder_vocabulary(folder)[0], os.path.join(tmp, "vocab.txt"))   # vocab.txt or tokenizer.json
         config.to_json_file(os.path.join(tmp, "bert_config.json"))
         with open(os.path.join(tmp, "zoo.json"), "w", encoding="utf-8") as f:
             json.dump(metadata, f, indent=1)
@@ -200,11 +200,14 @@ def get(name: str, progress: bool = True, catalogue: dict | None = None) -> str:
     if os.path.isdir(name) and os.path.exists(os.path.join(name, "model.keras")):
         return name                                        # already a converted model folder
     if os.path.isdir(name):
-        lower = None
-        vocab = os.path.join(name, "vocab.txt")
-        if os.path.exists(vocab):
-            with open(vocab, encoding="utf-8") as f:
-                lower = not vocab_is_cased(f.read().splitlines())
+        try:                                  # vocab.txt, else a Hugging Face tokenizer.json (transformers 5)
+            vocab, lower = folder_vocabulary(name)
+            lower = (not vocab_is_cased(load_vocab(vocab))) if lower is None else lower
+        except MissingVocabularyError:
+            raise ZooError(f"{name} holds neither vocab.txt nor tokenizer.json: put the vocab.txt the checkpoint "
+                           "was trained with beside it.") from None
+        except ValueError as e:
+            raise ZooError(str(e)) from None
         key = os.path.basename(os.path.abspath(name))
         return _convert(name, os.path.join(home, "models", f"local-{key}"),
                         {"name": key, "source": os.path.abspath(name), "lower_case": lower})
