@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 
 from bert_keras.data.errors import DataFormatError
+from bert_keras.data.text_files import open_text
 
 CONLL2003_LABELS = ("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC")
 
@@ -49,7 +50,7 @@ def read_conll2003(path, labels=CONLL2003_LABELS) -> list[TaggedSentence]:
             for part in (tokens, pos, chunk, tags):
                 part.clear()
 
-    with open(path, encoding="utf-8") as f:
+    with open_text(path) as f:
         for line_no, line in enumerate(f, 1):
             fields = line.split()
             if not fields:

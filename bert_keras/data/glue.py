@@ -2,19 +2,24 @@
 
 Files are read like google-research/bert's ``run_classifier`` (``csv.reader`` with
 ``delimiter="\\t"`` and no quote character, i.e. ``QUOTE_NONE``: quotes are ordinary text), as
-UTF-8 with an optional BOM (MRPC's header has one). Every data row must have as many columns
-as the header (CoLA train/dev: exactly 4). Labelled and unlabelled (test) files are told apart
-by their header.
+UTF-8 with an optional BOM (MRPC's header has one; data/text_files.py: a byte that is not UTF-8
+is an error naming its line and byte offset). The header is read: the text and label columns
+are picked by name (below; case and ``-`` for a space ignored), so columns in another order
+work, and a first line that does not name them is an error listing the names expected and
+found (a file without its header line is refused, never read with its first row lost). Only
+CoLA's GLUE files have no header (4 columns). Every data row must have as many columns as the
+header. A header without the label column is a test file when it starts with ``index`` or
+``id``, as GLUE's do; otherwise it is refused.
 
 ============  =====================================================  ==========================
 task          labelled file (columns)                                 test file
 ============  =====================================================  ==========================
 cola          no header: ``source label author_label sentence``       ``index sentence``
 sst-2         ``sentence label``                                      ``index sentence``
-mrpc          ``Quality #1-ID #2-ID #1-String #2-String``             ``index #1-ID ...``
+mrpc          ``Quality #1 ID #2 ID #1 String #2 String``             ``index #1 ID ...``
 qqp           ``id qid1 qid2 question1 question2 is_duplicate``       ``id question1 question2``
-mnli          12 (train) / 16 (dev) columns: sentence1/2 at 8/9,      sentence1/2 at 8/9
-              ``gold_label`` last
+mnli          12 (train) / 16 (dev) columns: sentence1, sentence2,     no ``gold_label`` column
+              ``gold_label``
 qnli/rte/wnli ``index sentence1 sentence2 label`` (qnli: question,    no ``label`` column
               sentence)
 sts-b         ``index genre filename year old_index source1 source2  no ``score`` column
@@ -34,6 +39,7 @@ import os
 import pathlib
 
 from bert_keras.data.errors import DataFormatError
+from bert_keras.data.text_files import open_text
 
 GLUE_LABELS: dict[str, list[str] | None] = {
     "cola": ["0", "1"],
@@ -61,35 +67,68 @@ class TextExample:
 
 def _read_rows(path) -> list[list[str]]:
     try:
-        with open(path, encoding="utf-8-sig", newline="") as f:
+        with open_text(path, newline="") as f:
             return list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
-    except UnicodeDecodeError as e:
-        raise DataFormatError(path, None, f"not UTF-8 ({e})") from e
     except csv.Error as e:
         raise DataFormatError(path, None, f"TSV error: {e}") from e
 
 
-def _layout(task: str, header: list[str]):
-    """(has_header, text_a column, text_b column | None, label column | None, columns per row)."""
-    first, last = header[0].strip().lower(), header[-1].strip().lower()
-    if task == "cola":
-        if first == "index":
-            return True, 1, None, None, len(header)
-        return False, 3, None, 1, 4
-    if task == "sst-2":
-        return (True, 1, None, None, len(header)) if first == "index" else (True, 0, None, 1, len(header))
-    if task == "mrpc":
-        return (True, 3, 4, None, len(header)) if first == "index" else (True, 3, 4, 0, len(header))
-    if task == "qqp":
-        labelled = "is_duplicate" in [h.strip() for h in header]
-        return (True, 3, 4, 5, len(header)) if labelled else (True, 1, 2, None, len(header))
-    if task == "mnli":
-        return True, 8, 9, (len(header) - 1 if last == "gold_label" else None), len(header)
-    if task in ("qnli", "rte", "wnli"):
-        return True, 1, 2, (len(header) - 1 if last == "label" else None), len(header)
-    if task == "sts-b":
-        return True, 7, 8, (len(header) - 1 if last == "score" else None), len(header)
-    raise ValueError(f"unknown GLUE task {task!r}; known: {sorted(GLUE_LABELS)}")
+# The columns read, by their names in GLUE's headers: (text_a, text_b, label).
+_COLUMNS = {
+    "cola": ("sentence", None, "label"),
+    "sst-2": ("sentence", None, "label"),
+    "mrpc": ("#1 string", "#2 string", "quality"),
+    "qqp": ("question1", "question2", "is_duplicate"),
+    "mnli": ("sentence1", "sentence2", "gold_label"),
+    "qnli": ("question", "sentence", "label"),
+    "rte": ("sentence1", "sentence2", "label"),
+    "wnli": ("sentence1", "sentence2", "label"),
+    "sts-b": ("sentence1", "sentence2", "score"),
+}
+_TEST_FIRST = ("index", "id")          # GLUE's unlabelled (test) files start with one of these columns
+_COLA_NO_HEADER = 4                    # CoLA's train/dev: no header; source, label, author's mark, sentence
+
+
+def _name(cell: str) -> str:
+    """A header cell as compared: case, surrounding spaces and a `-` for a space ignored (`#1-String`)."""
+    return " ".join(cell.strip().lower().replace("-", " ").split())
+
+
+def _layout(task: str, header: list[str], path) -> tuple[bool, int, int | None, int | None, int]:
+    """(has_header, text_a column, text_b column | None, label column | None, columns per row): the columns
+    the first row names; CoLA's GLUE files have no header (4 columns). Anything else is a DataFormatError
+    naming the columns expected and the ones found (a file without its header line is never read as data)."""
+    names = [_name(c) for c in header]
+    text_a, text_b, label = _COLUMNS[task]
+    wanted = [n for n in (text_a, text_b) if n]
+    if task == "cola" and text_a not in names:
+        if len(header) == _COLA_NO_HEADER:
+            return False, 3, None, 1, _COLA_NO_HEADER
+    found = ", ".join(repr(c) for c in header)
+    expected = ", ".join([*wanted, label])
+    missing = [n for n in wanted if n not in names]
+    looks_like_data = header[-1].strip() in (GLUE_LABELS[task] or []) or _is_number(header[-1])
+    hint = (" (is the header line missing? GLUE's files start with one)" if looks_like_data
+            else " (rename the columns in the first line)")
+    cola = " or, for CoLA, GLUE's 4 columns without a header (source, label, author's mark, sentence)"
+    if missing:
+        raise DataFormatError(path, 1, f"not a {task} header: expected columns named {expected} (GLUE's layout; a "
+                                       f"test file: {_TEST_FIRST[0]}, {', '.join(wanted)})"
+                                       f"{cola if task == 'cola' else ''}; found {found}{hint}")
+    if label not in names and names[0] not in _TEST_FIRST:
+        raise DataFormatError(path, 1, f"no {label!r} column in the {task} header (found {found}): name the labels' "
+                                       f"column {label}; a test file without labels starts with an "
+                                       f"{_TEST_FIRST[0]} column, as GLUE's do")
+    col_label = names.index(label) if label in names else None
+    return (True, names.index(text_a), names.index(text_b) if text_b else None, col_label, len(header))
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def read_glue(task: str, path) -> tuple[list[TextExample], list[str] | None]:
@@ -101,10 +140,7 @@ def read_glue(task: str, path) -> tuple[list[TextExample], list[str] | None]:
     rows = _read_rows(path)
     if not rows:
         raise DataFormatError(path, 1, "empty file")
-    has_header, col_a, col_b, col_label, width = _layout(task, rows[0])
-    needed = max(c for c in (col_a, col_b, col_label) if c is not None) + 1
-    if width < needed:
-        raise DataFormatError(path, 1, f"{task} header has {width} columns, expected at least {needed}: {rows[0]!r}")
+    has_header, col_a, col_b, col_label, width = _layout(task, rows[0], path)
     stem = pathlib.Path(os.fspath(path)).stem
     examples = []
     start = 1 if has_header else 0

@@ -33,6 +33,7 @@ import json
 import random
 
 from bert_keras.data.errors import DataFormatError
+from bert_keras.data.text_files import open_text
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,7 +62,7 @@ def read_swag(path, *, pair: str = "sent1", shuffle_seed=None) -> list[ChoiceExa
     if pair not in ("sent1", "startphrase"):
         raise ValueError(f"pair must be 'sent1' or 'startphrase', got {pair!r}")
     examples = []
-    with open(path, encoding="utf-8", newline="") as f:
+    with open_text(path, newline="") as f:
         reader = csv.reader(f)
         try:
             header = next(reader)
@@ -105,7 +106,7 @@ def read_swag(path, *, pair: str = "sent1", shuffle_seed=None) -> list[ChoiceExa
 def read_choice_jsonl(path, *, num_choices: int | None = None) -> list[ChoiceExample]:
     """Read OpenBookQA / ARC / CommonsenseQA jsonl; ``context`` is the question stem."""
     examples = []
-    with open(path, encoding="utf-8") as f:
+    with open_text(path) as f:
         for line_no, line in enumerate(f, 1):
             if not line.strip():
                 continue

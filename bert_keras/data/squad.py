@@ -18,6 +18,7 @@ import json
 import os
 
 from bert_keras.data.errors import DataFormatError
+from bert_keras.data.text_files import open_text
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,7 +37,7 @@ class SquadExample:
 def load_squad_json(path) -> dict:
     """Parse a SQuAD JSON file, with ``DataFormatError`` (file and line) on bad JSON."""
     try:
-        with open(path, encoding="utf-8") as f:
+        with open_text(path) as f:
             dataset = json.load(f)
     except json.JSONDecodeError as e:
         raise DataFormatError(path, e.lineno, f"invalid JSON: {e.msg} (column {e.colno})") from e

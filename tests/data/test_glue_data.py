@@ -96,8 +96,51 @@ def test_malformed_inputs_name_file_and_line(tmp_path):
     path = _write(tmp_path, "bad_label.tsv", "sentence\tlabel\ngood\tpositive\n")
     with pytest.raises(DataFormatError, match=r"bad_label\.tsv, line 2: unknown sst-2 label 'positive'"):
         read_glue("sst-2", path)
-    path = _write(tmp_path, "bad_score.tsv", "a\tb\tc\td\te\tf\tg\th\ti\tscore\n0\t1\t2\t3\t4\t5\t6\tA\tB\thigh\n")
+    path = _write(tmp_path, "bad_score.tsv", "a\tb\tc\td\te\tf\tg\tsentence1\tsentence2\tscore\n"
+                  "0\t1\t2\t3\t4\t5\t6\tA\tB\thigh\n")
     with pytest.raises(DataFormatError, match=r"line 2: score 'high' is not a number"):
         read_glue("sts-b", path)
     with pytest.raises(ValueError, match="unknown GLUE task"):
         read_glue("squad", path)
+
+
+def test_columns_are_picked_by_their_header_names(tmp_path):
+    swapped = _write(tmp_path, "swapped.tsv", "label\tsentence\n1\tgreat film\n0\tbad film\n")
+    examples, _ = read_glue("sst-2", swapped)
+    assert [(e.text_a, e.label) for e in examples] == [("great film", 1), ("bad film", 0)]
+    mrpc = _write(tmp_path, "mrpc.tsv", "#2-String\t#1-String\tquality\nB.\tA.\t1\n")
+    assert read_glue("mrpc", mrpc)[0] == [TextExample("mrpc-0", "A.", "B.", 1)]
+
+
+def test_a_header_without_the_expected_columns_names_them(tmp_path):
+    unknown = _write(tmp_path, "unknown.tsv", "text\ttarget\ngood film\t1\n")
+    with pytest.raises(DataFormatError, match=r"unknown\.tsv, line 1: not a sst-2 header: expected columns named "
+                                              r"sentence, label .*found 'text', 'target' \(rename"):
+        read_glue("sst-2", unknown)
+    no_label = _write(tmp_path, "no_label.tsv", "sentence\ttarget\ngood film\t1\n")
+    with pytest.raises(DataFormatError, match=r"line 1: no 'label' column in the sst-2 header"):
+        read_glue("sst-2", no_label)
+
+
+def test_a_file_without_its_header_is_refused_not_read_without_its_first_row(tmp_path):
+    headless = _write(tmp_path, "headless.tsv", "great film\t1\nbad film\t0\n")
+    with pytest.raises(DataFormatError, match=r"headless\.tsv, line 1: .*found 'great film', '1' \(is the header "
+                                               r"line missing"):
+        read_glue("sst-2", headless)
+    rte = _write(tmp_path, "rte.tsv", "0\tA.\tB.\tentailment\n")
+    with pytest.raises(DataFormatError, match=r"header line missing"):
+        read_glue("rte", rte)
+    cola = _write(tmp_path, "cola.tsv", "great film\t1\n")          # neither CoLA's 4 columns nor a header
+    with pytest.raises(DataFormatError, match=r"for CoLA, GLUE's 4 columns without a header"):
+        read_glue("cola", cola)
+    named = _write(tmp_path, "cola_named.tsv", "sentence\tlabel\nThey drank the pub.\t0\n")
+    assert read_glue("cola", named)[0] == [TextExample("cola_named-0", "They drank the pub.", None, 0)]
+
+
+def test_a_byte_that_is_not_utf8_is_named_with_its_line_and_offset(tmp_path):
+    path = tmp_path / "latin1.tsv"
+    data = "sentence\tlabel\ngood\t1\ncafé\t1\n".encode("latin-1")
+    path.write_bytes(data)
+    at = data.index(b"\xe9")
+    with pytest.raises(DataFormatError, match=rf"latin1\.tsv, line 3: not UTF-8: byte 0xe9 at byte offset {at} "):
+        read_glue("sst-2", path)
