@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from bert_keras_cli.errors import CommandError
+from bert_keras_cli.flag_types import positive_int
 from bert_keras_cli.model_flags import add_model_flags, lower_case
 
 MODEL_HELP = ("a model with BERT's masked-LM head: a google-research checkpoint, a Hugging Face BertForMaskedLM or "
@@ -17,8 +18,6 @@ def cmd_fill_mask(args) -> None:
     from bert_keras.tasks import load_masked_lm
     if not args.texts:
         raise CommandError('give one or more texts holding [MASK], e.g. "The capital of France is [MASK]."')
-    if args.top_k < 1:
-        raise CommandError(f"--top-k must be at least 1, got {args.top_k}")
     try:
         model = load_masked_lm(args.model, vocab=args.vocab, lower_case=lower_case(args), top_k=args.top_k)
         results = model.fill_mask(args.texts, top_k=args.top_k)
@@ -47,7 +46,7 @@ def add_parser(sub) -> None:
     p.add_argument("texts", nargs="*", metavar="TEXT", help='texts holding "[MASK]", e.g. "Paris is the [MASK] of '
                    'France."')
     add_model_flags(p, MODEL_HELP, required=True)
-    p.add_argument("--top-k", type=int, default=5, help="tokens per [MASK] (default 5)")
+    p.add_argument("--top-k", type=positive_int, default=5, help="tokens per [MASK] (default 5)")
     p.add_argument("--json", action="store_true", help="print JSON: per text, per [MASK] from left to right, "
                    "a list of {token, id, probability} by falling probability")
     p.add_argument("--save", metavar="FILE.keras", help="also write the masked-LM model (raw text in) for "

@@ -14,6 +14,7 @@ Long lines: words past the model's length are dropped, counted per line in `num_
 from __future__ import annotations
 
 from bert_keras_cli.errors import CommandError
+from bert_keras_cli.flag_types import non_negative_float, positive_int
 from bert_keras_cli.model_flags import add_model_flags, load_model_flags
 
 MODEL_HELP = ("checkpoint folder, zoo name, .keras file or preset (default: the real all-MiniLM-L6-v2 weights)")
@@ -107,7 +108,7 @@ def cmd_probe(args) -> None:
 
 def _model_flags(p) -> None:
     add_model_flags(p, MODEL_HELP)
-    p.add_argument("--max-seq-length", type=int, default=512,
+    p.add_argument("--max-seq-length", type=positive_int, default=512,
                    help="word pieces kept per text, [CLS] and [SEP] included (default 512); words past it are "
                         "dropped and reported")
 
@@ -136,7 +137,7 @@ def add_parser(sub) -> None:
     p.add_argument("--words", choices=WORD_CHOICES, default="first",
                    help="first: the word's first piece (the paper); mean: the mean of its pieces (default first)")
     p.add_argument("--out", required=True, help="the .npz to write")
-    p.add_argument("--batch-size", type=int, default=32, help="texts per encoder call (default 32)")
+    p.add_argument("--batch-size", type=positive_int, default=32, help="texts per encoder call (default 32)")
     p.set_defaults(func=cmd_features)
 
     p = sub.add_parser("probe", help="linear probes of every layer for a CoNLL-2003 column (pos, chunk, ner)",
@@ -150,14 +151,15 @@ def add_parser(sub) -> None:
     _model_flags(p)
     p.add_argument("--data", help="folder holding CoNLL-2003's train.txt and valid.txt (default: "
                                   "$BERT_KERAS_SHARED_DATA/conll2003, else ../shared/data/conll2003)")
-    p.add_argument("--train-sentences", type=int, default=2000,
+    p.add_argument("--train-sentences", type=positive_int, default=2000,
                    help="train on train.txt's first N sentences (default 2000)")
-    p.add_argument("--valid-sentences", type=int, default=1000,
+    p.add_argument("--valid-sentences", type=positive_int, default=1000,
                    help="score on valid.txt's first N sentences (default 1000)")
-    p.add_argument("--test-sentences", type=int, default=1000,
+    p.add_argument("--test-sentences", type=positive_int, default=1000,
                    help="score on train.txt's last N sentences, held out (default 1000)")
-    p.add_argument("--l2", type=float, default=1e-3, help="the probes' L2 weight (default 1e-3)")
-    p.add_argument("--epochs", type=int, default=20, help="the probes' passes over the training words (default 20)")
+    p.add_argument("--l2", type=non_negative_float, default=1e-3, help="the probes' L2 weight (default 1e-3)")
+    p.add_argument("--epochs", type=positive_int, default=20,
+                   help="the probes' passes over the training words (default 20)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     p.set_defaults(func=cmd_probe)
