@@ -19,6 +19,7 @@ import bert_keras.attention
 import bert_keras.features
 import bert_keras.layers
 import bert_keras.loading
+import bert_keras.preprocessing.vocab
 import bert_keras.pretraining
 import bert_keras.probes
 import bert_keras.tasks
@@ -28,6 +29,7 @@ import bert_keras.training
 import bert_keras.training.data_parallel
 from bert_keras import BertConfig, BertEncoder, BertPreprocessor
 from bert_keras.layers import BertEmbeddings, TransformerBlock
+from bert_keras.preprocessing import tokenizer_json
 from bert_keras.tasks import BertClassifier, BertMultipleChoice, BertPretrainer, BertSpanLabeler, BertTagger
 from bert_keras.tasks.masked_lm import MaskedLMHead
 
@@ -61,6 +63,11 @@ PUBLIC = {
     "probe_conll2003": bert_keras.probes.probe_conll2003,
     "plot_probe": bert_keras.probes.plot_probe,
     "default_conll_dir": bert_keras.probes.default_conll_dir,
+    "read_tokenizer_json": tokenizer_json.read_tokenizer_json,
+    "write_tokenizer_json": tokenizer_json.write_tokenizer_json,
+    "write_tokenizer_config": tokenizer_json.write_tokenizer_config,
+    "folder_vocabulary": bert_keras.preprocessing.vocab.folder_vocabulary,
+    "save_vocab": bert_keras.preprocessing.vocab.save_vocab,
 }
 # The methods people call on a fine-tuned model.
 READABLE = [BertClassifier.classify, BertSpanLabeler.answer, BertMultipleChoice.choose, BertTagger.entities,

@@ -43,6 +43,7 @@ def read_tokenizer_json(path: str) -> tuple[list[str], bool]:
             lower-cases without stripping accents (or the reverse), which BertPreprocessor cannot reproduce.
 
     Example:
+        >>> from bert_keras.preprocessing.tokenizer_json import read_tokenizer_json
         >>> folder = bert_keras.loading.bundled_minilm_folder()
         >>> tokens, lower_case = read_tokenizer_json(os.path.join(folder, "tokenizer.json"))
         >>> len(tokens), tokens[101], lower_case
@@ -93,6 +94,7 @@ def write_tokenizer_json(vocab, lower_case: bool | None, path: str) -> str:
         str: `path`.
 
     Example:
+        >>> from bert_keras.preprocessing.tokenizer_json import read_tokenizer_json, write_tokenizer_json
         >>> path = write_tokenizer_json(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello"], True,
         ...                             "tok/tokenizer.json")
         >>> read_tokenizer_json(path)
@@ -149,6 +151,8 @@ def write_tokenizer_config(lower_case: bool, path: str, model_max_length: int = 
         str: `path`.
 
     Example:
+        >>> import json
+        >>> from bert_keras.preprocessing.tokenizer_json import write_tokenizer_config
         >>> path = write_tokenizer_config(True, "tok/tokenizer_config.json")
         >>> json.load(open(path))["tokenizer_class"]
         'BertTokenizer'

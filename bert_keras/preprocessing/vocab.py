@@ -63,6 +63,7 @@ def folder_vocabulary(folder: str, source: str | None = None) -> tuple[str | lis
         ValueError: tokenizer.json is not a BERT WordPiece tokenizer, or disagrees with vocab.txt.
 
     Example:
+        >>> from bert_keras.preprocessing.vocab import folder_vocabulary
         >>> vocab, lower_case = folder_vocabulary(bert_keras.loading.bundled_minilm_folder())
         >>> os.path.basename(vocab), lower_case
         ('vocab.txt', True)
@@ -95,6 +96,7 @@ def save_vocab(vocab, path: str) -> str:
         str: `path`.
 
     Example:
+        >>> from bert_keras.preprocessing.vocab import save_vocab
         >>> save_vocab(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello"], "small/vocab.txt")
         'small/vocab.txt'
     """
