@@ -59,6 +59,9 @@ def signature(model):
     pre = LiteRTPreprocessor(model.preprocessor)
     text = lambda name, rank=1: tf.TensorSpec([None] * rank, tf.string, name=name)   # noqa: E731
     if isinstance(model, BertClassifier):
+        if model.multi_label:
+            raise ValueError("the LiteRT export has no multi-label classifier yet: export it as a SavedModel "
+                             "(bert-keras export), whose signatures carry the sigmoid scores and the chosen labels")
         meta = {"kind": "classification", "label_names": list(model.label_names), "regression": model.regression}
         if model.segments == 1:
             def serve(text):

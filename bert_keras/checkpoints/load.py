@@ -9,6 +9,7 @@ Formats, detected from the files:
 
 from __future__ import annotations
 
+import glob
 import os
 
 import tensorflow as tf
@@ -16,6 +17,7 @@ import tensorflow as tf
 from bert_keras.checkpoints.garden import is_garden_checkpoint, read_garden_checkpoint
 from bert_keras.checkpoints.google import is_tf1_checkpoint, read_google_checkpoint, write_google_checkpoint
 from bert_keras.checkpoints.huggingface import read_huggingface
+from bert_keras.checkpoints.huggingface_tasks import task_names
 from bert_keras.checkpoints.names import POOLER_NAMES, assign_encoder_weights, encoder_weights, split_heads
 from bert_keras.config import BertConfig
 
@@ -36,6 +38,19 @@ def _tf_prefix(path: str) -> str | None:
     return None
 
 
+def unreadable_checkpoint(prefix: str, error) -> Exception:
+    """The error for a TF checkpoint TensorFlow cannot read (`error`, a tf.errors.OpError): FileNotFoundError
+    naming a missing data file, else ValueError (damaged or cut short); both say to fetch the checkpoint again."""
+    problem = (error.message or str(error)).strip().splitlines()[0]
+    data = sorted(glob.glob(glob.escape(prefix) + ".data-*"))
+    if isinstance(error, tf.errors.NotFoundError) or "No such file" in problem or not data:
+        return FileNotFoundError(f"the checkpoint {prefix} is incomplete: {problem} (its .index names data files "
+                                 f"that are not there; found: {', '.join(map(os.path.basename, data)) or 'none'}): "
+                                 "download or copy the whole checkpoint again")
+    return ValueError(f"the checkpoint {prefix} cannot be read ({problem}): a file is damaged or cut short; download "
+                      "or copy the whole checkpoint again")
+
+
 def read_checkpoint(path: str, config: BertConfig | None = None) -> tuple[BertConfig, dict, str]:
     """Reads a checkpoint of any supported format into (config, {google name: array}, format name).
 
@@ -51,8 +66,10 @@ def read_checkpoint(path: str, config: BertConfig | None = None) -> tuple[BertCo
         (BertConfig, {google-research name: NumPy array}, "google" | "garden" | "huggingface").
 
     Raises:
-        FileNotFoundError: no checkpoint, or no config beside it (the message names the file to add).
-        ValueError: a TF checkpoint of another model, or a folder holding several checkpoints.
+        FileNotFoundError: no checkpoint, or no config beside it (the message names the file to add), or a data
+            file the checkpoint's index names is missing.
+        ValueError: a TF checkpoint of another model, a folder holding several checkpoints, or a damaged or
+            truncated file.
 
     Example:
         >>> encoder = bert_keras.BertEncoder(bert_keras.preset_config("bert_tiny"))
@@ -78,11 +95,14 @@ def read_checkpoint(path: str, config: BertConfig | None = None) -> tuple[BertCo
             raise FileNotFoundError(f"{config_file} not found: put the checkpoint's bert_config.json beside it "
                                     "or pass config=BertConfig(...).")
         config = BertConfig.from_json_file(config_file)
-    names = [n for n, _ in tf.train.list_variables(prefix)]
-    if is_tf1_checkpoint(names):
-        return config, read_google_checkpoint(prefix), "google"
-    if is_garden_checkpoint(names):
-        return config, read_garden_checkpoint(prefix), "garden"
+    try:
+        names = [n for n, _ in tf.train.list_variables(prefix)]
+        if is_tf1_checkpoint(names):
+            return config, read_google_checkpoint(prefix), "google"
+        if is_garden_checkpoint(names):
+            return config, read_garden_checkpoint(prefix), "garden"
+    except tf.errors.OpError as e:            # a data file missing, or a file cut short
+        raise unreadable_checkpoint(prefix, e) from None
     raise ValueError(f"{prefix} is neither a google-research BERT checkpoint (names 'bert/...') nor a Model "
                      f"Garden BertEncoder checkpoint (names '<root>/layer_with_weights-N/...'); "
                      f"first names: {names[:3]}")
@@ -122,7 +142,9 @@ def load_checkpoint_with_heads(path: str, config: BertConfig | None = None):
     """`load_checkpoint` plus the pretraining heads the checkpoint holds ({`cls/...` name: array}, maybe empty).
 
     A checkpoint without a pooler (Hugging Face's `BertForMaskedLM` saves none) loads with the pooler at its
-    initial weights and a warning, as transformers does; every other weight must be there.
+    initial weights and a warning, as transformers does; every other weight must be there. A Hugging Face task
+    folder's head (`classifier.*`, `qa_outputs.*`) is not returned (huggingface_tasks.read_task_head reads it);
+    its token and span models have no pooler, and load without the warning (their heads never use it).
 
     Args:
         path: str. A checkpoint folder, or a TF checkpoint prefix.
@@ -143,7 +165,9 @@ def load_checkpoint_with_heads(path: str, config: BertConfig | None = None):
     from bert_keras.encoder import BertEncoder
     encoder = BertEncoder(config)
     assign_encoder_weights(encoder, weights, source=f"{fmt} checkpoint {path}", optional=POOLER_NAMES)
-    if not set(POOLER_NAMES) <= set(weights):
+    # A token or span model of transformers (add_pooling_layer=False) has no pooler, and its head never uses one.
+    poolerless_task = fmt == "huggingface" and getattr(task_names(path), "pooler", True) is False
+    if not set(POOLER_NAMES) <= set(weights) and not poolerless_task:
         import warnings
         warnings.warn(f"{path} has no pooler weights (a Hugging Face BertForMaskedLM saves none): the pooler keeps "
                       "its random initial weights; fine-tune it, or use a checkpoint with bert/pooler/dense/*",
@@ -160,7 +184,7 @@ def save_google_checkpoint(encoder, folder: str, vocab_file: str | None = None, 
     Args:
         encoder: BertEncoder. The weights to write.
         folder: str. The checkpoint folder (replaced if it exists).
-        vocab_file: str or None. A `vocab.txt` to copy into the folder.
+        vocab_file: str, list of str or None. A `vocab.txt` to copy into the folder, or the tokens in id order.
         heads: dict or None. Pretraining heads {`cls/...` name: array}, e.g. `BertPretrainer.head_weights()`.
 
     Returns:

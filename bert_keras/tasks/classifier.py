@@ -1,8 +1,10 @@
-"""Sentence and sentence-pair classification (GLUE), and regression (STS-B) with num_classes=1.
+"""Sentence and sentence-pair classification (GLUE), multi-label classification (`multi_label`: every label
+whose sigmoid is over 0.5), and regression (STS-B) with num_classes=1.
 
 Head: dropout + dense on the pooled [CLS] vector, as google-research/bert's run_classifier.py.
 Inputs: the encoder's id dict ([B, S] each). Output: logits [B, num_classes] (float32, also under mixed precision).
-Raw text: texts [B], or (texts_a, texts_b) for `segments=2`; targets: class ids (int) or scores (float).
+Raw text: texts [B], or (texts_a, texts_b) for `segments=2`; targets: class ids (int), multi-hot rows [B, C]
+(multi-label: train with binary cross-entropy on the logits) or scores (float).
 """
 
 from __future__ import annotations
@@ -15,13 +17,17 @@ from bert_keras.tasks.base import TaskModel, dense_head, id_inputs
 
 @keras.saving.register_keras_serializable(package="bert_keras")
 class BertClassifier(TaskModel):
-    """Sentence or sentence-pair classification (GLUE), or regression (STS-B) with `num_classes=1`.
+    """Sentence or sentence-pair classification (GLUE), multi-label classification, or regression (STS-B) with
+    `num_classes=1`.
 
     Dropout and one dense layer on the encoder's pooled [CLS] vector, as google-research/bert's
     run_classifier.py. The model maps the id dict to logits; with a preprocessor it also takes raw text in
     `fit`, `predict`, `evaluate` and `classify`, and one `.keras` file holds weights, vocabulary and labels.
-    `label_names` and `segments` travel in the config, so an export or a notebook holding only the `.keras`
-    file can name its predictions and knows its inputs. Arguments after `num_classes` are keyword-only.
+    `label_names`, `segments` and `multi_label` travel in the config, so an export or a notebook holding only
+    the `.keras` file can name its predictions and knows its inputs. A multi-label model (transformers'
+    multi_label_classification) scores each class with a sigmoid and predicts every class over 0.5; train it
+    with `keras.losses.BinaryCrossentropy(from_logits=True)` on multi-hot targets [B, C]. Arguments after
+    `num_classes` are keyword-only.
 
     Args:
         encoder: BertEncoder. The backbone (its weights are fine-tuned with the head).
@@ -30,14 +36,17 @@ class BertClassifier(TaskModel):
         label_names: list of C str, or None. Names for the classes (default "0", "1", ...).
         preprocessor: BertPreprocessor or None. Needed for raw text; without it the model takes ids only.
         segments: int. 1 for single texts, 2 for text pairs (what `serve`, `classify` and the export take).
+        multi_label: bool. Independent classes: sigmoid probabilities, every class over 0.5 predicted.
         name: str or None. The Keras model name.
 
     Inputs and outputs:
         The id dict, each [B, S] int32 -> logits [B, C] float32 (also under mixed precision).
-        Raw text: texts [B], or (texts_a, texts_b) with `segments=2`; targets: class ids [B] (or scores).
+        Raw text: texts [B], or (texts_a, texts_b) with `segments=2`; targets: class ids [B] (or scores, or
+        multi-hot rows [B, C] for `multi_label`).
 
     Raises:
-        ValueError: `label_names` does not have `num_classes` entries, or `segments` is not 1 or 2.
+        ValueError: `label_names` does not have `num_classes` entries, `segments` is not 1 or 2, or
+            `multi_label` with one class.
 
     Example:
         >>> model = bert_keras.tasks.BertClassifier(
@@ -51,9 +60,11 @@ class BertClassifier(TaskModel):
     """
 
     def __init__(self, encoder, num_classes: int, *, dropout: float = 0.1, label_names=None, preprocessor=None,
-                 segments: int = 1, name=None):
+                 segments: int = 1, multi_label: bool = False, name=None):
         if label_names is not None and len(label_names) != num_classes:
             raise ValueError(f"{len(label_names)} label_names for {num_classes} classes: give one name per class")
+        if multi_label and num_classes < 2:
+            raise ValueError("multi_label needs two classes or more (one output is regression)")
         if segments not in (1, 2):
             raise ValueError(f"segments must be 1 (single texts) or 2 (text pairs), got {segments}")
         inputs = id_inputs()
@@ -62,7 +73,12 @@ class BertClassifier(TaskModel):
             keras.layers.Dropout(dropout, name="head_dropout")(pooled))
         super().__init__(inputs, logits, encoder, preprocessor, name=name, num_classes=num_classes,
                          dropout=dropout, label_names=list(label_names) if label_names is not None else None,
-                         segments=segments)
+                         segments=segments, multi_label=bool(multi_label))
+
+    @property
+    def multi_label(self) -> bool:
+        """True when each class is predicted on its own (sigmoid over 0.5), not one class of all (softmax)."""
+        return self._task_args.get("multi_label", False)
 
     @property
     def regression(self) -> bool:
@@ -85,7 +101,9 @@ class BertClassifier(TaskModel):
 
     def serve(self, *texts) -> dict:
         """texts: [B] strings (one per segment) -> {"logits", "probabilities" [B, C], "label_id" [B] int64,
-        "label" [B] string}, or for regression {"logits" [B, 1], "score" [B]}."""
+        "label" [B] string}; multi-label {"logits", "probabilities" (sigmoid) [B, C], "selected" [B, C] bool
+        (probability over 0.5), "labels" [B, C] string (the class's name where selected, else "")}; for regression
+        {"logits" [B, 1], "score" [B]}."""
         logits = tf.cast(self.inference(self.preprocess(texts[0] if len(texts) == 1 else tuple(texts))),
                          tf.float32)
         return self.decode(logits)
@@ -94,6 +112,12 @@ class BertClassifier(TaskModel):
         """logits [B, C] float32 -> what `serve` returns (see there)."""
         if self.regression:
             return {"logits": logits, "score": logits[:, 0]}
+        if self.multi_label:
+            probabilities = tf.sigmoid(logits)
+            selected = probabilities > 0.5
+            names = tf.broadcast_to(tf.constant(self.label_names), tf.shape(logits))
+            return {"logits": logits, "probabilities": probabilities, "selected": selected,
+                    "labels": tf.where(selected, names, "")}
         label_id = tf.argmax(logits, axis=-1)
         return {"logits": logits, "probabilities": tf.nn.softmax(logits), "label_id": label_id,
                 "label": tf.gather(tf.constant(self.label_names), label_id)}
@@ -106,8 +130,9 @@ class BertClassifier(TaskModel):
             texts_b: list of str or None. The second sentences, for a `segments=2` model.
 
         Returns:
-            One dict per text: {"label": name, "probability": p, "probabilities": {name: p}}, or
-            {"score": s} for regression.
+            One dict per text: {"label": name, "probability": p, "probabilities": {name: p}}; multi-label
+            {"labels": [every name over 0.5, in class order], "probabilities": {name: p}}; {"score": s} for
+            regression.
 
         Example:
             >>> model.classify(["what a film"])[0]["label"] in model.label_names      # doctest: +SKIP
@@ -117,6 +142,11 @@ class BertClassifier(TaskModel):
         for out in self.serve_batches(*([texts] if texts_b is None else [texts, texts_b])):
             if self.regression:
                 results += [{"score": float(s)} for s in out["score"]]
+                continue
+            if self.multi_label:
+                results += [{"labels": [n for n, chosen in zip(self.label_names, row) if chosen],
+                             "probabilities": dict(zip(self.label_names, map(float, p)))}
+                            for row, p in zip(out["selected"], out["probabilities"])]
                 continue
             results += [{"label": label.decode(), "probability": float(p.max()),
                          "probabilities": dict(zip(self.label_names, map(float, p)))}

@@ -1,4 +1,5 @@
-"""Open a fine-tuned task model from its one file (or its `bert-keras finetune --out` folder).
+"""Open a fine-tuned task model from its one file (or its `bert-keras finetune --out` folder), or from a Hugging
+Face task folder (a BertForSequenceClassification & co. fine-tuned in PyTorch: tasks/huggingface.py).
 
 Models written before task models owned their preprocessor (bert_keras <= 0.1.0: model.keras took ids, with
 vocab.txt, preprocessing.json and task.json beside it) are upgraded on load: the side files become the model's
@@ -15,14 +16,16 @@ import keras
 
 
 def load_task_model(path: str):
-    """Opens a fine-tuned task model from its `.keras` file or its `bert-keras finetune --out` folder.
+    """Opens a fine-tuned task model from its `.keras` file, its `bert-keras finetune --out` folder, or a Hugging
+    Face task folder (what transformers' `save_pretrained` writes for a BertForSequenceClassification,
+    BertForTokenClassification, BertForQuestionAnswering or BertForMultipleChoice, with its tokenizer).
 
     The model carries its preprocessor, so it takes raw text at once (`classify`, `answer`, `choose`,
     `entities`). A model written by bert_keras <= 0.1.0 (ids only, with vocab.txt, preprocessing.json and
     task.json beside it) is upgraded on load; `save` then writes the one-file form.
 
     Args:
-        path: str. A `.keras` file, or a folder holding `model.keras`.
+        path: str. A `.keras` file, a folder holding `model.keras`, or a Hugging Face task folder.
 
     Returns:
         The task model (BertClassifier, BertSpanLabeler, BertMultipleChoice or BertTagger).
@@ -43,10 +46,16 @@ def load_task_model(path: str):
     """
     import bert_keras.tasks  # noqa: F401  (registers the classes for load_model)
     from bert_keras.tasks.base import TaskModel
+    from bert_keras.tasks.huggingface import from_huggingface, is_huggingface_task_folder
     file = os.path.join(path, "model.keras") if os.path.isdir(path) else path
+    if not os.path.exists(file) and is_huggingface_task_folder(path):
+        return from_huggingface(path)
     if not os.path.exists(file):
-        raise FileNotFoundError(f"no model at {path}: give a .keras file or a `bert-keras finetune --out` folder")
-    model = keras.models.load_model(file)
+        raise FileNotFoundError(f"no model at {path}: give a .keras file, a `bert-keras finetune --out` folder or "
+                                "a Hugging Face task folder (BertForSequenceClassification, "
+                                "BertForTokenClassification, BertForQuestionAnswering, BertForMultipleChoice)")
+    from bert_keras.model_files import load_model_file
+    model = load_model_file(file)                 # a damaged or cut-short file: ValueError naming it
     if not isinstance(model, TaskModel):
         raise TypeError(f"{file} holds a {type(model).__name__}, not a fine-tuned task model (BertClassifier, "
                         "BertSpanLabeler, BertMultipleChoice, BertTagger): run `bert-keras finetune` first")
