@@ -32,6 +32,7 @@ def cmd_convert(args) -> None:
     from bert_keras.checkpoints import load_checkpoint_with_heads, save_google_checkpoint
     if not args.out and not args.google_out and not args.hf_out:
         raise CommandError("Nothing to write: give --out model.keras, --google-out DIR and/or --hf-out DIR.")
+    vocab, lower = _checkpoint_vocabulary(args.checkpoint)       # vocab.txt, else tokenizer.json; or none
     try:
         config, encoder, heads = load_checkpoint_with_heads(args.checkpoint)
     except (FileNotFoundError, ValueError) as e:
@@ -42,17 +43,26 @@ def cmd_convert(args) -> None:
         with atomic_file(args.out) as tmp:
             encoder.save(tmp)
         print(f"wrote {args.out} (keras.models.load_model after `import bert_keras`)")
-    vocab = os.path.join(args.checkpoint if os.path.isdir(args.checkpoint)
-                         else os.path.dirname(args.checkpoint), "vocab.txt")
-    vocab = vocab if os.path.exists(vocab) else None
     if args.google_out:
         prefix = save_google_checkpoint(encoder, args.google_out, vocab_file=vocab, heads=heads)
         print(f"wrote google-research TF1 checkpoint {prefix}" + (" with the cls/ heads" if heads else ""))
     if args.hf_out:
         from bert_keras.checkpoints.huggingface import write_huggingface
         from bert_keras.checkpoints.names import encoder_weights
-        write_huggingface({**encoder_weights(encoder), **heads}, args.hf_out, config, vocab_file=vocab)
+        write_huggingface({**encoder_weights(encoder), **heads}, args.hf_out, config, vocab_file=vocab,
+                          lower_case=lower)
         print(f"wrote Hugging Face folder {args.hf_out}" + (" with the cls/ heads" if heads else ""))
+
+
+def _checkpoint_vocabulary(checkpoint: str):
+    """(vocab, lower_case) beside a checkpoint (vocab.txt, else tokenizer.json), (None, None) when it has none."""
+    from bert_keras.preprocessing.vocab import MissingVocabularyError, folder_vocabulary
+    try:
+        return folder_vocabulary(checkpoint if os.path.isdir(checkpoint) else os.path.dirname(checkpoint) or ".")
+    except MissingVocabularyError:
+        return None, None
+    except ValueError as e:
+        raise CommandError(str(e)) from None
 
 
 def _minilm_folder() -> str:
