@@ -95,3 +95,13 @@ def test_a_pretrained_bert_tiny_fills_as_transformers_does_both_ways(tmp_path, m
     theirs = pipeline_answers(str(hf), TEXTS)
     assert_same_answers(load_masked_lm(str(out)).fill_mask(TEXTS), theirs)        # bert-keras pretrain's output
     assert_same_answers(load_masked_lm(str(hf)).fill_mask(TEXTS), theirs)         # and back from the HF folder
+
+
+def test_a_folder_transformers_saved_without_vocab_txt_fills_the_same(transformers_mlm, tmp_path):
+    """transformers 5's save_pretrained writes tokenizer.json and no vocab.txt: the vocabulary and casing come
+    from tokenizer.json, with the pipeline's answers."""
+    from bert_keras.tasks import load_masked_lm
+    folder = tmp_path / "no_vocab_txt"
+    shutil.copytree(transformers_mlm, folder, ignore=shutil.ignore_patterns("vocab.txt"))
+    assert "tokenizer.json" in {p.name for p in folder.iterdir()}
+    assert_same_answers(load_masked_lm(str(folder)).fill_mask(TEXTS), pipeline_answers(transformers_mlm, TEXTS))
