@@ -1,0 +1,218 @@
+"""Packed pretraining records: up to 3 whole instances of google-research's format (records.py) in one row of
+max_seq_length tokens, which rows packing.py chooses; built, encoded, parsed and unpacked in NumPy.
+
+A row's sequences lie back to back from position 0, each exactly as its instance had it ([CLS] A [SEP] B [SEP],
+masked tokens included), then padding. Features (all fixed length; int64 unless noted; S = max_seq_length,
+K = max_sequences_per_row = 3, M = K * max_predictions_per_seq):
+  input_ids, segment_ids          [S]  the sequences' own values back to back, 0-padded
+  input_mask                      [S]  1 at the sequences' tokens, 0 at padding (as unpacked)
+  packed_sequence_ids             [S]  1..k: which of the row's k sequences a token is in; 0 at padding. Attention
+                                       stays within a sequence: token i sees j iff both ids are equal and > 0
+  position_ids                    [S]  0, 1, ... restarting at each sequence's [CLS]; 0 at padding
+  masked_lm_positions, masked_lm_ids  [M]  every sequence's prediction slots, sequence after sequence, positions
+                                       shifted to the row (so ascending); then 0
+  masked_lm_weights               [M]  float32: 1.0 for those slots, 0.0 padding
+  next_sentence_labels            [K]  each sequence's NSP label (1 = B is a random next sentence); 0 if absent
+  cls_positions                   [K]  where each sequence's [CLS] is (its first token); 0 if absent
+  next_sentence_weights           [K]  float32: 1.0 for the row's sequences, 0.0 for absent ones
+The names follow google-research's where the meaning is the same; packed_sequence_ids is Graphcore's per-token
+sequence index ("packed_input_mask" in their MLPerf BERT) and cls_positions / next_sentence_weights NVIDIA's
+MLPerf next_sentence_positions / weights. M = K * max_predictions_per_seq slots hold every prediction of every
+row (Graphcore's 76 + 2 at 512 drops rows that overflow; no row is dropped here). The loss over a batch of
+packed rows is the unpacked one if it is the weighted mean over all MLM slots and NSP is averaged over
+next_sentence_weights (sequences, not rows).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from bert_keras.pretraining.packing import MAX_SEQUENCES_PER_ROW
+from bert_keras.pretraining.records import feature_spec
+
+INSTANCE_FEATURES = tuple(feature_spec(1, 1))       # google-research's names, in its order
+
+
+def packed_feature_spec(max_seq_length: int, max_predictions_per_seq: int,
+                        max_sequences_per_row: int = MAX_SEQUENCES_PER_ROW) -> dict:
+    """The packed records' features for tf.io.parse_example / parse_single_example (module docstring).
+
+    Args:
+        max_seq_length: int. Tokens per row (the instances' max_seq_length).
+        max_predictions_per_seq: int. The instances' prediction slots; a row has max_sequences_per_row times as
+            many.
+        max_sequences_per_row: int. Sequences a row holds at most.
+
+    Returns:
+        {name: tf.io.FixedLenFeature}.
+
+    Example:
+        >>> spec = packed_feature_spec(128, 20)
+        >>> spec["masked_lm_ids"].shape, spec["cls_positions"].shape
+        ([60], [3])
+    """
+    import tensorflow as tf
+    seq, slots, per_sequence = [max_seq_length], [max_sequences_per_row * max_predictions_per_seq], \
+        [max_sequences_per_row]
+    spec = {name: tf.io.FixedLenFeature(seq, tf.int64) for name in
+            ("input_ids", "input_mask", "segment_ids", "packed_sequence_ids", "position_ids")}
+    spec.update({"masked_lm_positions": tf.io.FixedLenFeature(slots, tf.int64),
+                 "masked_lm_ids": tf.io.FixedLenFeature(slots, tf.int64),
+                 "masked_lm_weights": tf.io.FixedLenFeature(slots, tf.float32),
+                 "next_sentence_labels": tf.io.FixedLenFeature(per_sequence, tf.int64),
+                 "cls_positions": tf.io.FixedLenFeature(per_sequence, tf.int64),
+                 "next_sentence_weights": tf.io.FixedLenFeature(per_sequence, tf.float32)})
+    return spec
+
+
+def pack_instances(features: dict, rows: np.ndarray) -> dict:
+    """google-research's instances -> packed rows, each holding the instances `rows` names (packing.pack_lengths).
+
+    Args:
+        features: {name: [N, k] array}: the instances' input_ids, input_mask, segment_ids [N, S],
+            masked_lm_positions, masked_lm_ids, masked_lm_weights [N, P], next_sentence_labels [N, 1]
+            (instances.mask_instances' output, or records parsed with records.feature_spec).
+        rows: [R, K] int: each row's instances as indices into `features`, then -1; a row's sequences must fit
+            in S tokens.
+
+    Returns:
+        {name: [R, k] array}: the packed features (module docstring; int32 or int64 as the instances', weights
+        float32), ready for records.tfrecord_frames or encode_packed_examples.
+
+    Example:
+        >>> rows = pack_lengths(features["input_mask"].sum(1), 128)                     # doctest: +SKIP
+        >>> packed = pack_instances(features, rows)                                     # doctest: +SKIP
+    """
+    ids = np.asarray(features["input_ids"])
+    n, s = ids.shape
+    p = np.asarray(features["masked_lm_positions"]).shape[1]
+    rows = np.asarray(rows, np.int64)
+    if rows.ndim != 2 or not 1 <= rows.shape[1] <= MAX_SEQUENCES_PER_ROW:
+        raise ValueError(f"rows must be [R, 1..{MAX_SEQUENCES_PER_ROW}] instance indices, got shape {rows.shape}")
+    r, k = rows.shape
+    present = rows >= 0
+    source = np.where(present, rows, 0)
+    lengths = np.asarray(features["input_mask"]).astype(bool).sum(1)
+    length = np.where(present, lengths[source], 0)                        # [R, K]
+    ends = np.cumsum(length, axis=1)
+    if (ends[:, -1] > s).any():
+        raise ValueError(f"a row's instances hold {ends[:, -1].max()} tokens, more than max_seq_length {s}")
+    offset = ends - length                                                # [R, K] where each sequence starts
+    column = np.arange(s)
+    which = (ends[:, :, None] <= column).sum(1)                           # [R, S]: 0..k-1 real, k padding
+    real = which < k
+    slot = np.minimum(which, k - 1)
+    at = np.take_along_axis(source, slot, 1) * s + column - np.take_along_axis(offset, slot, 1)
+    at = np.where(real, at, 0)                                            # flat index into [N, S]
+    packed = {name: np.where(real, np.asarray(features[name]).reshape(-1)[at], 0)
+              for name in ("input_ids", "segment_ids")}
+    packed["input_mask"] = real.astype(np.asarray(features["input_mask"]).dtype)
+    packed["packed_sequence_ids"] = np.where(real, which + 1, 0).astype(packed["input_mask"].dtype)
+    packed["position_ids"] = np.where(real, column - np.take_along_axis(offset, slot, 1), 0).astype(
+        packed["input_mask"].dtype)
+    # Prediction slots: each sequence's [P] slots shifted by its offset, [R, K * P]; the real ones (weight > 0)
+    # moved to the front in order (a stable sort on "not real").
+    weights = np.where(present[:, :, None], np.asarray(features["masked_lm_weights"])[source], 0)
+    chosen = (weights != 0).reshape(r, k * p)
+    order = np.argsort(~chosen, axis=1, kind="stable")
+    kept = np.take_along_axis(chosen, order, 1)
+    positions = np.asarray(features["masked_lm_positions"])[source] + offset[:, :, None]
+    for name, values in (("masked_lm_positions", positions),
+                         ("masked_lm_ids", np.asarray(features["masked_lm_ids"])[source]),
+                         ("masked_lm_weights", weights)):
+        values = np.take_along_axis(values.reshape(r, k * p), order, 1)
+        packed[name] = np.where(kept, values, 0).astype(np.asarray(features[name]).dtype)
+    labels = np.asarray(features["next_sentence_labels"])
+    packed["next_sentence_labels"] = np.where(present, labels[source, 0], 0).astype(labels.dtype)
+    packed["cls_positions"] = np.where(present, offset, 0).astype(np.int64)
+    packed["next_sentence_weights"] = present.astype(np.float32)
+    return packed
+
+
+def unpack_rows(packed: dict, max_predictions_per_seq: int) -> dict:
+    """Packed rows -> the instances they hold, in google-research's format: the inverse of pack_instances.
+
+    Args:
+        packed: {name: [R, k] array}: packed features (pack_instances' output, or parsed records).
+        max_predictions_per_seq: int. The instances' prediction slots.
+
+    Returns:
+        {name: [N, k] array} as records.feature_spec describes: the rows' sequences, row after row, in their
+        order in the row (for rows from pack_lengths: the instances rows[rows >= 0]).
+
+    Example:
+        >>> instances = unpack_rows(pack_instances(features, rows), 20)                 # doctest: +SKIP
+    """
+    sequence_ids = np.asarray(packed["packed_sequence_ids"])
+    r, s = sequence_ids.shape
+    present = np.asarray(packed["next_sentence_weights"]) > 0                          # [R, K]
+    row, j = np.nonzero(present)                                                       # one per instance
+    start = np.asarray(packed["cls_positions"])[row, j]
+    length = (sequence_ids[row] == j[:, None] + 1).sum(1)
+    column = np.arange(s)
+    real = column < length[:, None]                                                    # [N, S]
+    at = np.where(real, start[:, None] + column, 0)
+    instances = {name: np.where(real, np.asarray(packed[name])[row[:, None], at], 0)
+                 for name in ("input_ids", "segment_ids")}
+    instances["input_mask"] = real.astype(np.asarray(packed["input_mask"]).dtype)
+    # Each prediction slot belongs to the sequence its position is in; an instance's slots keep their order.
+    weights = np.asarray(packed["masked_lm_weights"])
+    slot_positions = np.asarray(packed["masked_lm_positions"])
+    owner = np.take_along_axis(sequence_ids, slot_positions.astype(np.int64), 1)       # [R, M]
+    mine = (weights[row] != 0) & (owner[row] == j[:, None] + 1)                       # [N, M]
+    order = np.argsort(~mine, axis=1, kind="stable")[:, :max_predictions_per_seq]
+    kept = np.take_along_axis(mine, order, 1)
+    if (mine.sum(1) > max_predictions_per_seq).any():
+        raise ValueError(f"a packed sequence has {mine.sum(1).max()} predictions, more than "
+                         f"max_predictions_per_seq {max_predictions_per_seq}")
+    for name, shift in (("masked_lm_positions", start[:, None]), ("masked_lm_ids", 0), ("masked_lm_weights", 0)):
+        values = np.take_along_axis(np.asarray(packed[name])[row], order, 1) - shift
+        instances[name] = np.where(kept, values, 0).astype(np.asarray(packed[name]).dtype)
+    labels = np.asarray(packed["next_sentence_labels"])
+    instances["next_sentence_labels"] = labels[row, j][:, None]
+    return {name: instances[name] for name in INSTANCE_FEATURES}
+
+
+def encode_packed_examples(packed: dict) -> list[bytes]:
+    """Packed rows -> one serialized tf.train.Example each (the bytes protobuf's deterministic serializer
+    writes; records.tfrecord_frames frames them for a file).
+
+    Args:
+        packed: {name: [R, k] array}, pack_instances' output.
+
+    Returns:
+        [R] bytes.
+
+    Example:
+        >>> examples = encode_packed_examples(pack_instances(features, rows))          # doctest: +SKIP
+    """
+    from bert_keras.pretraining.example_proto import encode_examples
+    data, ends = encode_examples({name: _typed(name, values) for name, values in packed.items()})
+    data, ends = data.tobytes(), ends.tolist()
+    return [data[a:b] for a, b in zip([0] + ends[:-1], ends)]
+
+
+def parse_packed_examples(serialized, max_seq_length: int, max_predictions_per_seq: int,
+                          max_sequences_per_row: int = MAX_SEQUENCES_PER_ROW) -> dict:
+    """Serialized packed tf.train.Examples [R] -> {name: [R, k] tensor} (tf.io.parse_example with
+    packed_feature_spec; in a tf.data map, on batches).
+
+    Args:
+        serialized: [R] string tensor or list of bytes.
+        max_seq_length, max_predictions_per_seq, max_sequences_per_row: as the records were written with.
+
+    Returns:
+        {name: tf.Tensor [R, k]}, int64 or float32.
+
+    Example:
+        >>> parse_packed_examples(encode_packed_examples(packed), 128, 20)             # doctest: +SKIP
+    """
+    import tensorflow as tf
+    return tf.io.parse_example(serialized, packed_feature_spec(max_seq_length, max_predictions_per_seq,
+                                                               max_sequences_per_row))
+
+
+def _typed(name: str, values) -> np.ndarray:
+    """float32 for the weights (float_list), integers otherwise (int64_list)."""
+    values = np.asarray(values)
+    return values.astype(np.float32) if name.endswith("_weights") else values

@@ -1,0 +1,107 @@
+"""Packed pretraining records: each row holds whole instances of google-research's recipe, built as a per-row
+loop over the instances says it should be; through serialized tf.train.Examples, a TFRecord file and tf.data's
+parser, the rows unpack back into the same instances, field by field."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_keras.pretraining.instances import (MaskingConfig, TokenizedDocuments, VocabIds, chunk_pairs,
+                                              mask_instances, pack_pairs)
+from bert_keras.pretraining.packed_records import (encode_packed_examples, pack_instances, packed_feature_spec,
+                                                   parse_packed_examples, unpack_rows)
+from bert_keras.pretraining.packing import pack_lengths
+from bert_keras.pretraining.records import feature_spec, tfrecord_frames
+
+SEQ, PRED = 64, 10
+
+
+@pytest.fixture(scope="module")
+def instances():
+    """~300 instances of google-research's recipe (instances.py) on a synthetic corpus: short sequences half of
+    the time, so rows hold 1 to 3 of them."""
+    rng = np.random.default_rng(0)
+    vocab = VocabIds(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(200)])
+    lengths = [rng.integers(1, 12, rng.integers(2, 9)).tolist() for _ in range(60)]
+    tokens = rng.integers(5, vocab.size, sum(map(sum, lengths))).astype(np.int32)
+    config = MaskingConfig(max_seq_length=SEQ, max_predictions_per_seq=PRED, short_seq_prob=0.5, dupe_factor=2)
+    pairs = chunk_pairs(TokenizedDocuments(tokens, lengths), config, [rng, rng])
+    features = mask_instances(pack_pairs(np.append(tokens, np.int32(0)), pairs, vocab, config, rng), vocab,
+                              config, rng)
+    assert len(pairs) > 200
+    return features
+
+
+def expected_row(features: dict, row) -> dict:
+    """The reference: one packed row from its instances, one Python list at a time."""
+    out = {name: [] for name in ("input_ids", "segment_ids", "packed_sequence_ids", "position_ids",
+                                 "masked_lm_positions", "masked_lm_ids", "next_sentence_labels", "cls_positions")}
+    for k, i in enumerate(int(i) for i in row if i >= 0):
+        n = int(features["input_mask"][i].sum())
+        offset = len(out["input_ids"])
+        out["cls_positions"].append(offset)
+        out["input_ids"] += features["input_ids"][i][:n].tolist()
+        out["segment_ids"] += features["segment_ids"][i][:n].tolist()
+        out["packed_sequence_ids"] += [k + 1] * n
+        out["position_ids"] += list(range(n))
+        real = features["masked_lm_weights"][i] > 0
+        out["masked_lm_positions"] += (features["masked_lm_positions"][i][real] + offset).tolist()
+        out["masked_lm_ids"] += features["masked_lm_ids"][i][real].tolist()
+        out["next_sentence_labels"].append(int(features["next_sentence_labels"][i][0]))
+    sequences, predictions = len(out["cls_positions"]), len(out["masked_lm_ids"])
+    out["input_mask"] = [1] * len(out["input_ids"])
+    out["masked_lm_weights"] = [1.0] * predictions
+    out["next_sentence_weights"] = [1.0] * sequences
+    width = {"masked_lm_positions": 3 * PRED, "masked_lm_ids": 3 * PRED, "masked_lm_weights": 3 * PRED,
+             "next_sentence_labels": 3, "cls_positions": 3, "next_sentence_weights": 3}
+    return {name: values + [0] * (width.get(name, SEQ) - len(values)) for name, values in out.items()}
+
+
+@pytest.fixture(scope="module")
+def packed(instances):
+    rows = pack_lengths(instances["input_mask"].sum(1), SEQ)
+    assert (rows >= 0).sum(1).max() == 3 and (rows >= 0).sum(1).min() == 1
+    return rows, pack_instances(instances, rows)
+
+
+def test_rows_hold_whole_instances_back_to_back(instances, packed):
+    rows, features = packed
+    assert set(features) == set(packed_feature_spec(SEQ, PRED))
+    for r, row in enumerate(rows):
+        for name, values in expected_row(instances, row).items():
+            np.testing.assert_array_equal(features[name][r], values, err_msg=f"row {r} {name}")
+
+
+def test_tf_data_reads_the_rows_back_into_the_same_instances(instances, packed, tmp_path):
+    rows, features = packed
+    examples = encode_packed_examples(features)
+    assert examples[0] == example_proto(features, 0)                     # protobuf's own bytes
+    path = tmp_path / "packed.tfrecord"
+    data, _ = tfrecord_frames(features)
+    path.write_bytes(data.tobytes())
+    parsed = [batch for batch in tf.data.TFRecordDataset(str(path)).batch(64).map(
+        lambda s: parse_packed_examples(s, SEQ, PRED))]
+    parsed = {name: np.concatenate([b[name].numpy() for b in parsed]) for name in parsed[0]}
+    assert len(parsed["input_ids"]) == len(rows)
+    for name, values in features.items():
+        np.testing.assert_array_equal(parsed[name], values, err_msg=name)
+    unpacked = unpack_rows(parsed, PRED)
+    original = rows[rows >= 0]
+    assert list(unpacked) == list(feature_spec(SEQ, PRED))             # google-research's features, its order
+    for name, values in unpacked.items():
+        np.testing.assert_array_equal(values, instances[name][original], err_msg=name)
+    assert sorted(original.tolist()) == list(range(len(instances["input_ids"])))
+
+
+def example_proto(features: dict, row: int) -> bytes:
+    feature = {k: tf.train.Feature(float_list=tf.train.FloatList(value=v[row])) if v.dtype == np.float32
+               else tf.train.Feature(int64_list=tf.train.Int64List(value=v[row])) for k, v in features.items()}
+    return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString(deterministic=True)
+
+
+def test_rows_over_max_seq_length_are_an_error(instances):
+    longest = np.argsort(instances["input_mask"].sum(1))[-3:]
+    with pytest.raises(ValueError, match=f"more than max_seq_length {SEQ}"):
+        pack_instances(instances, longest[None, :])
+    with pytest.raises(ValueError, match=r"rows must be \[R, 1..3\]"):
+        pack_instances(instances, np.zeros((2, 4), np.int64))
