@@ -39,11 +39,12 @@ def cmd_features(args) -> None:
                                f"hidden state index (0 = embeddings, -1 = last layer)") from None
     if not args.out.endswith(".npz"):
         raise CommandError(f"--out {args.out}: name an .npz file (numpy.savez adds .npz otherwise)")
+    from bert_keras.data.text_files import open_text
     try:
-        with open(args.file, encoding="utf-8") as f:
+        with open_text(args.file) as f:               # UTF-8: a bad byte is named (line, byte offset)
             texts = [line.rstrip("\r\n") for line in f]
-    except UnicodeDecodeError as e:
-        raise CommandError(f"{args.file} is not UTF-8 ({e}): convert it, e.g. iconv -t utf-8") from None
+    except ValueError as e:
+        raise CommandError(str(e)) from None
     if not texts:
         raise CommandError(f"{args.file} is empty: write one text a line")
     source, encoder, preprocessor = load_model_flags(args, max_seq_length=args.max_seq_length)
@@ -108,9 +109,9 @@ def cmd_probe(args) -> None:
 
 def _model_flags(p) -> None:
     add_model_flags(p, MODEL_HELP)
-    p.add_argument("--max-seq-length", type=positive_int, default=512,
-                   help="word pieces kept per text, [CLS] and [SEP] included (default 512); words past it are "
-                        "dropped and reported")
+    p.add_argument("--max-seq-length", type=positive_int,
+                   help="word pieces kept per text, [CLS] and [SEP] included (default 512, or the model's "
+                        "max_position_embeddings when fewer); words past it are dropped and reported")
 
 
 # The library's choices (bert_keras.features, bert_keras.probes; tests/test_features.py checks they agree), spelled

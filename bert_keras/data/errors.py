@@ -14,3 +14,6 @@ class DataFormatError(ValueError):
         self.problem = problem
         where = f"{self.path}, line {line}" if line is not None else self.path
         super().__init__(f"{where}: {problem}")
+
+    def __reduce__(self):                      # rebuilt from its three fields (from a worker process, by pickle)
+        return type(self), (self.path, self.line, self.problem)

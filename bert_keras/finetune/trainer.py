@@ -29,6 +29,7 @@ import time
 import tensorflow as tf
 
 from bert_keras.atomic import atomic_file, write_json
+from bert_keras.finetune.source_head import start_from_source_head
 from bert_keras.loading import load_backbone
 from bert_keras.training.callbacks import EpochEvaluation, EpochTimer, TrainingCurves  # noqa: F401 (old home)
 from bert_keras.training.config import TrainingConfig
@@ -45,7 +46,8 @@ class FinetuneConfig(TrainingConfig):
 
     Args:
         task: a task name of bert_keras.finetune.TASKS ("sst-2", "squad", "openbookqa", "conll2003", ...).
-        model: a checkpoint folder or prefix, a zoo name, a .keras file, or a preset name (random weights).
+        model: a checkpoint folder or prefix, a zoo name, a .keras file, or a preset name (random weights); a
+            Hugging Face task folder's head is continued when it fits the task (finetune/source_head.py).
         out: the run folder.
         train, eval: the training and evaluation files; default: the task's standard names in `data`.
         data: a folder in the task's standard layout (e.g. GLUE's train.tsv and dev.tsv).
@@ -125,23 +127,50 @@ def steps_per_epoch(task, train: list, model, batch_size: int, drop_remainder: b
     return (sequences // batch_size if drop_remainder else -(-sequences // batch_size)), sequences
 
 
-def _check(config: FinetuneConfig, train: list) -> None:
+def _check_settings(config: FinetuneConfig) -> None:
+    """The settings alone, before anything is read or loaded (the command line's flag types check them too)."""
+    for name in ("batch_size", "eval_batch_size", "max_seq_length", "steps_per_execution", "log_every"):
+        if getattr(config, name) < 1:
+            raise ValueError(f"--{name.replace('_', '-')} {getattr(config, name)}: give a positive number")
+    for name in ("seq_length", "max_train_examples", "max_eval_examples"):
+        if getattr(config, name) is not None and getattr(config, name) < 1:
+            raise ValueError(f"--{name.replace('_', '-')} {getattr(config, name)}: give a positive number")
+    if not 0 <= config.warmup_proportion <= 1:
+        raise ValueError(f"--warmup-proportion {config.warmup_proportion}: give a share of the steps in [0, 1]")
+    if not config.epochs > 0:
+        raise ValueError(f"--epochs {config.epochs}: give a positive number of passes")
+    if not config.learning_rate > 0:
+        raise ValueError(f"--learning-rate {config.learning_rate}: give a positive number")
+
+
+def _check(config: FinetuneConfig, train: list, train_file: str, evaluation: list, eval_file: str | None) -> None:
     if len(train) < config.batch_size:
         raise ValueError(f"{len(train)} training examples is fewer than one batch of {config.batch_size}: "
                          "lower --batch-size or give more data")
-    if not 0 <= config.warmup_proportion <= 1:
-        raise ValueError(f"--warmup-proportion {config.warmup_proportion}: give a share of the steps in [0, 1]")
-    if config.epochs <= 0:
-        raise ValueError(f"--epochs {config.epochs}: give a positive number of passes")
+    for examples, path, use in ((train, train_file, "train"), (evaluation, eval_file, "evaluate")):
+        if any(getattr(example, "label", 0) is None for example in examples):
+            raise ValueError(f"{path} has no labels (the layout of a test file): {use} on a labelled file")
 
 
-def finetune(config: FinetuneConfig, callbacks: list | None = None) -> dict:
+# What a fine-tuning run writes in its folder (what --overwrite deletes first).
+OUTPUTS = ("model.keras", "metrics.json", "training_curves.png", "logs", "backup", "predictions.json",
+           "null_odds.json")
+
+
+def finetune(config: FinetuneConfig, callbacks: list | None = None, overwrite: bool = False) -> dict:
     """Train, evaluate after every epoch and save (see the module docstring for the files).
+
+    The settings are checked before anything is read: a `max_seq_length` (or `seq_length`) over the model's
+    positions is refused from its configuration before the model loads, and a finished run in `config.out` is
+    refused unless `overwrite`. A run refused or failing before its first resume point removes the folder it
+    created; a killed run resumes from its last epoch when run again.
 
     Args:
         config: the run's settings.
         callbacks: more Keras callbacks for `model.fit`, after the library's own (its evaluation has run when
             their `on_epoch_end` is called; `on_train_begin` comes before the first step is traced).
+        overwrite: replace a finished run in `config.out` (its files are deleted first); without it such a run
+            is refused (FileExistsError).
 
     Returns:
         {"metrics": the final scores ({} without an evaluation set), "history": the scores per epoch, "loss":
@@ -149,17 +178,33 @@ def finetune(config: FinetuneConfig, callbacks: list | None = None) -> dict:
         epoch {"epoch", "train_seconds", "eval_seconds", "examples_per_second"}}, "steps": training steps,
         "out": the folder written, "model": the trained task model}.
 
+    Raises:
+        ValueError: a setting out of range, `max_seq_length` over the model's positions, bad data (the readers'
+            DataFormatError names file and line), or a model source that cannot be read.
+        FileNotFoundError: a data file or the model source is missing.
+        FileExistsError: `config.out` is a file, or holds a finished run (without `overwrite`).
+
     Example:
         >>> result = finetune(FinetuneConfig(task="sst-2", model="bert_tiny", vocab="vocab.txt", out="run",
         ...                                  data="glue/SST-2", epochs=1))                  # doctest: +SKIP
         >>> result["metrics"]["accuracy"]                                                  # doctest: +SKIP
     """
+    from bert_keras.source_config import check_max_seq_length
+    from bert_keras.training.resume import run_folder
+    _check_settings(config)
+    check_max_seq_length(config.model, config.max_seq_length)
+    check_max_seq_length(config.model, config.seq_length, "--seq-length")
+    with run_folder(config.out, os.path.join(config.out, "backup"), "model.keras", OUTPUTS, overwrite):
+        return _finetune(config, callbacks)
+
+
+def _finetune(config: FinetuneConfig, callbacks: list | None) -> dict:
     from bert_keras.finetune.registry import get_task
     task = get_task(config.task, **config.task_args)
     train_file, eval_file = _files(config, task)
     train = task.read(train_file)[:config.max_train_examples]
     evaluation = task.read(eval_file)[:config.max_eval_examples] if eval_file else []
-    _check(config, train)
+    _check(config, train, train_file, evaluation, eval_file)
     strategy = start(config)
     out = output_folder(strategy, config.out)
     os.makedirs(out, exist_ok=True)
@@ -168,6 +213,9 @@ def finetune(config: FinetuneConfig, callbacks: list | None = None) -> dict:
         encoder, preprocessor = load_backbone(config.model, config.vocab, config.lower_case,
                                               seq_length=config.seq_length, max_seq_length=config.max_seq_length)
         model = task.build_model(encoder, preprocessor, train)
+        note = start_from_source_head(model, config.model)   # a Hugging Face task folder's head, when it fits
+        if note:
+            print(note, flush=True)
         if not task.uses_pooler:           # its head reads the tokens: the pooler gets no gradient, so no update
             model.encoder.pooler.trainable = False
         per_epoch, sequences = steps_per_epoch(task, train, model, config.batch_size, drop)

@@ -17,7 +17,8 @@ function of (input, flags, seed) alone, whatever the number of workers, bundles 
 4. per shard (`merge_records`, `write_shard`): every bucket's chunks for it merged by (key, bucket, index), a
    total order, so chunks arriving in any order give the same bytes; written to a temporary name and renamed.
 
-Input rules: invalid UTF-8 bytes are dropped (google-research's convert_to_unicode decodes with "ignore"); a
+Input rules: text is UTF-8, and a byte that is not is an error naming the file, its line and byte offset (the
+rule of every reader here, data/text_files.py; google-research's convert_to_unicode silently dropped such bytes); a
 line of whitespace ends a document; a document over `bucket_mb` is an error naming the file and byte offset
 (usually a file without blank lines between documents).
 """
@@ -32,6 +33,7 @@ import os
 
 import numpy as np
 
+from bert_keras.data.text_files import decode_utf8
 from bert_keras.pretraining.instances import (BLOCK_SENTENCES, MaskingConfig, VocabIds, chunk_pairs, mask_instances,
                                              pack_pairs, tokenize_documents)
 from bert_keras.pretraining.records import _typed, tfrecord_frames
@@ -136,7 +138,7 @@ def range_documents(path: str, start: int, end: int, max_bytes: int):
             line = f.readline()
             if not line:
                 break
-            text = line.decode("utf-8", "ignore").strip()
+            text = decode_utf8(line, path, offset=pos, line=None).strip()     # not UTF-8: file, line, offset
             if not text:
                 if doc:
                     yield doc

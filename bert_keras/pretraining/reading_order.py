@@ -203,8 +203,10 @@ def _index_one(path: str, kind: str, segment: int) -> tuple[list[int], list[int]
                 raise ValueError(f"{path}: truncated TFRecord file (its last record needs {pos} bytes, the file "
                                  f"has {size}): write it again with `bert-keras pretraining-data`")
         else:
+            from bert_keras.data.text_files import decode_utf8
             pos, n = 0, 0
-            for line in f:
+            for number, line in enumerate(f, 1):
+                decode_utf8(line, path, offset=pos, line=number)     # not UTF-8: named (file, line, byte offset)
                 if line.strip():
                     if n % segment == 0:
                         starts.append(pos)

@@ -86,8 +86,38 @@ class StepCheckpoint(keras.callbacks.Callback):
         save_resume_point(self.model, self.folder, step, {"step": step})
 
 
-def pretrain(config: PretrainConfig) -> dict:
-    """Trains; returns {"history": per-interval logs, "step": final step, "out": folder, "replicas", "model"}."""
+# What a pretraining run writes in its folder (what --overwrite deletes first).
+OUTPUTS = ("encoder.keras", "pretrainer.keras", "vocab.txt", "tf1_checkpoint", "checkpoint", "logs",
+           "training_curves.png", "input_index.npz")
+
+
+def pretrain(config: PretrainConfig, overwrite: bool = False) -> dict:
+    """Trains; returns {"history": per-interval logs, "step": final step, "out": folder, "replicas", "model"}.
+
+    The settings are checked before anything loads (a `max_seq_length` over the model's positions from its
+    configuration); a finished run in `config.out` (encoder.keras written, its checkpoint at `train_steps`) is
+    refused unless `overwrite` (its files are deleted first), a killed one resumes from its last checkpoint, and
+    a run refused or failing before its first checkpoint removes the folder it created.
+
+    Raises:
+        ValueError: a setting out of range, or data or a model source that cannot be read.
+        FileNotFoundError: a data file or the model source is missing.
+        FileExistsError: `config.out` is a file, or holds a finished run (without `overwrite`).
+    """
+    from bert_keras.source_config import check_max_seq_length
+    from bert_keras.training.resume import run_folder
+    for name in ("batch_size", "max_seq_length", "max_predictions_per_seq", "steps_per_execution", "log_every"):
+        if getattr(config, name) < 1:
+            raise ValueError(f"--{name.replace('_', '-')} {getattr(config, name)}: give a positive number")
+    if not config.learning_rate > 0:
+        raise ValueError(f"--learning-rate {config.learning_rate}: give a positive number")
+    check_max_seq_length(config.model, config.max_seq_length)
+    with run_folder(config.out, os.path.join(config.out, "checkpoint"), "encoder.keras", OUTPUTS, overwrite,
+                    done=config.train_steps):
+        return _pretrain(config)
+
+
+def _pretrain(config: PretrainConfig) -> dict:
     from bert_keras.loading import load_backbone
     from bert_keras.pretraining.dataset import dynamic_masking_dataset, records_dataset
     from bert_keras.pretraining.records import check_records, record_files
@@ -129,8 +159,9 @@ def pretrain(config: PretrainConfig) -> dict:
     devices = replicas * distributed_devices()
     if step:
         print(f"resumed from step {step} ({checkpoint.folder})", flush=True)
-    if step >= config.train_steps:
-        return {"history": [], "step": step, "out": out, "replicas": devices}
+    if step >= config.train_steps:             # killed while saving the results: write them
+        _save(model, preprocessor, out)
+        return {"history": [], "step": step, "out": out, "replicas": devices, "model": model}
 
     def make_dataset(shard: int, shards: int, batch_size: int):
         """One input pipeline: its part of the data, per-replica batches, from the first batch it has not fed."""

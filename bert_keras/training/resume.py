@@ -8,10 +8,17 @@ its weights, then its epoch, in place). Weights files that state.json no longer 
 
     save_resume_point(model, "run/backup", 3, {"epoch": 3})
     record = restore_resume_point(model, "run/backup")       # {"epoch": 3, "weights": ...} or None
+
+A run folder is one of three things when a run starts in it (`run_folder`): new (the run creates it, and removes
+it again if it fails before writing a resume point: a refused run leaves nothing behind), unfinished (a resume
+point, no final result, or a kill before the first point: the run resumes or starts there, as before), or finished
+(its final result written, the resume point removed or complete): refused unless `overwrite`, which deletes the
+previous run's outputs first.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -56,6 +63,71 @@ def read_resume_point(folder: str) -> dict | None:
         raise FileNotFoundError(f"{state} names {weights}, which is missing: the resume point is damaged; delete "
                                 f"{folder} to start the run from the beginning")
     return {**record, "weights": weights}
+
+
+def finished_run(out: str, result: str, resume_folder: str, done: int | None = None) -> bool:
+    """Did a run finish in `out`? Its final `result` file (e.g. model.keras) is there and no resume point is left
+    in `resume_folder`, or the point left is at `done` (a run that keeps its last point, as pretraining does).
+
+    Example:
+        >>> finished_run("no_such_run", "model.keras", "no_such_run/backup")
+        False
+    """
+    if not os.path.exists(os.path.join(out, result)):
+        return False
+    state = os.path.join(resume_folder, STATE)
+    if not os.path.exists(state):
+        return True
+    if done is None:
+        return False
+    try:
+        with open(state, encoding="utf-8") as f:
+            record = json.load(f)
+    except (OSError, ValueError):
+        return False
+    return max(int(record.get("step", 0)), int(record.get("epoch", 0))) >= done
+
+
+@contextlib.contextmanager
+def run_folder(out: str, resume_folder: str, result: str, outputs: tuple, overwrite: bool = False,
+               done: int | None = None):
+    """Checks `out` before a training run writes into it, and removes it again when the run that created it
+    fails before its first resume point (a refused run leaves no folder behind).
+
+    Args:
+        out: the run folder.
+        resume_folder: where the run keeps its resume point (inside `out`).
+        result: the file a finished run has written last but one (`finished_run`).
+        outputs: every file and folder name the run writes in `out` (what `overwrite` deletes).
+        overwrite: start afresh in a finished (or unfinished) run's folder: its `outputs` are deleted first.
+        done: the step or epoch count of a finished run's resume point, for runs that keep it (`finished_run`).
+
+    Raises:
+        FileExistsError: `out` is a file, or holds a finished run and `overwrite` is not set.
+
+    Example:
+        >>> with run_folder("run", "run/backup", "model.keras", ("model.keras", "backup")):   # doctest: +SKIP
+        ...     train_into("run")
+    """
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise FileExistsError(f"--out {out} is a file: give a folder for the run (a new one, or a run to resume)")
+    if overwrite:
+        for name in outputs:
+            path = os.path.join(out, name)
+            if os.path.isdir(path):
+                shutil.rmtree(path)
+            elif os.path.exists(path):
+                os.remove(path)
+    elif finished_run(out, result, resume_folder, done):
+        raise FileExistsError(f"--out {out} holds a finished run ({result}): give another --out, or --overwrite to "
+                              "replace it (a killed run resumes by itself)")
+    created = not os.path.exists(out)
+    try:
+        yield
+    except BaseException:
+        if created and os.path.isdir(out) and not os.path.exists(os.path.join(resume_folder, STATE)):
+            shutil.rmtree(out, ignore_errors=True)
+        raise
 
 
 def restore_resume_point(model, folder: str) -> dict | None:

@@ -43,9 +43,9 @@ def local_one_worker(minilm_vocab, tmp_path_factory):
 
 
 def documents_by_blank_lines(data: bytes):
-    """The reference reader: decode dropping invalid bytes, split into lines, runs of non-blank lines."""
+    """The reference reader: decode, split into lines, runs of non-blank lines."""
     docs, doc = [], []
-    for line in data.decode("utf-8", "ignore").split("\n"):
+    for line in data.decode("utf-8").split("\n"):
         if line.strip():
             doc.append(line.strip())
         elif doc:
@@ -57,14 +57,14 @@ def documents_by_blank_lines(data: bytes):
 @pytest.mark.parametrize("range_bytes", [1, 7, 60, 1000, 10 ** 6])
 def test_byte_ranges_read_every_document_once(tmp_path, range_bytes):
     from bert_keras.pretraining.keyed import range_documents
-    data = (b"first doc line\nsecond\n\n\n  \nnext doc\r\n\xff\xfeinvalid utf-8 dropped\n \t\n\n"
-            b"third\nthird b\n\nlast without newline")
+    data = ("first doc line\nsecond\n\n\n  \nnext doc\r\nnon-ASCII “é” kept\n \t\n\n"
+            "third\nthird b\n\nlast without newline").encode("utf-8")
     path = tmp_path / "t.txt"
     path.write_bytes(data)
     got = [d for start in range(0, len(data), range_bytes)
            for d in range_documents(str(path), start, min(start + range_bytes, len(data)), 1 << 20)]
     assert got == documents_by_blank_lines(data)
-    assert got[1] == ["next doc", "invalid utf-8 dropped"] and len(got) == 4
+    assert got[1] == ["next doc", "non-ASCII “é” kept"] and len(got) == 4
 
 
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
@@ -172,16 +172,24 @@ def test_bad_input_gets_a_clear_error_and_no_shard(tmp_path, capsys, minilm_voca
     assert re.search(r"long.txt: the document starting at byte 18 is over 0.01 MB", err) and "--bucket-mb" in err
 
 
-def test_invalid_utf8_bytes_are_dropped(minilm_vocab, tmp_path):
-    """The stated rule (google-research's convert_to_unicode decodes with "ignore"): a file with invalid bytes
-    writes what the same file without them writes."""
-    documents = small_documents()[:6]
-    clean = write_corpus(tmp_path / "clean.txt", documents)
-    dirty = tmp_path / "dirty.txt"
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_byte_that_is_not_utf8_is_named_and_nothing_is_written(minilm_vocab, tmp_path, capsys, workers):
+    """Every reader's rule (data/text_files.py): the first byte that is not UTF-8 is an error naming the file, its
+    line and its byte offset, also from a worker process and from a byte range that starts mid-file; no shard
+    is left behind. (google-research's convert_to_unicode dropped such bytes without a word.)"""
+    clean = write_corpus(tmp_path / "clean.txt", small_documents()[:30])
     data = open(clean, "rb").read()
-    dirty.write_bytes(data[:100] + b"\xff\xc3" + data[100:])
-    assert run([str(dirty)], tmp_path / "dirty", minilm_vocab, "--bucket-mb", "64") == \
-        run([clean], tmp_path / "clean", minilm_vocab, "--bucket-mb", "64")
+    at = data.index(b"\n", 3000) + 1                      # past the first 0.002 MB range
+    dirty = tmp_path / "dirty.txt"
+    dirty.write_bytes(data[:at] + b"caf\xe9" + data[at:])
+    assert main(["pretraining-data", str(dirty), "--out", str(tmp_path / "o"), "--vocab", minilm_vocab, "--quiet",
+                 "--bucket-mb", "0.002", "--workers", workers]) == 2
+    line = data[:at].count(b"\n") + 1
+    err = capsys.readouterr().err.strip()
+    assert err == (f"bert-keras pretraining-data: error: {dirty}, line {line}: not UTF-8: byte 0xe9 at byte offset "
+                   f"{at + 3} (invalid continuation byte); save the file as UTF-8 (e.g. iconv -f latin1 -t utf-8 "
+                   f"{dirty})")
+    assert not list(tmp_path.glob("o-*")) and not list(tmp_path.glob(".o*"))
 
 
 @pytest.mark.beam
