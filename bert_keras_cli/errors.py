@@ -9,8 +9,8 @@ class CommandError(Exception):
     def __str__(self) -> str:
         # A library error worded for Python callers ("pass vocab=...") that this error only repeats
         # (`raise CommandError(str(e)) from None` inside `except`) is worded for the command line instead.
-        vocab = sys.modules.get("bert_keras.preprocessing.vocab")
+        folder_vocab = sys.modules.get("bert_keras.preprocessing.folder_vocab")
         context = self.__context__
-        if vocab and isinstance(context, vocab.MissingVocabularyError) and self.args == (str(context),):
+        if folder_vocab and isinstance(context, folder_vocab.MissingVocabularyError) and self.args == (str(context),):
             return context.message("--vocab vocab.txt")
         return super().__str__()

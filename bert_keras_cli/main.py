@@ -56,7 +56,7 @@ def cmd_convert(args) -> None:
 
 def _checkpoint_vocabulary(checkpoint: str):
     """(vocab, lower_case) beside a checkpoint (vocab.txt, else tokenizer.json), (None, None) when it has none."""
-    from bert_keras.preprocessing.vocab import MissingVocabularyError, folder_vocabulary
+    from bert_keras.preprocessing.folder_vocab import MissingVocabularyError, folder_vocabulary
     try:
         return folder_vocabulary(checkpoint if os.path.isdir(checkpoint) else os.path.dirname(checkpoint) or ".")
     except MissingVocabularyError:

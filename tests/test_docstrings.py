@@ -29,7 +29,7 @@ import bert_keras.training
 import bert_keras.training.data_parallel
 from bert_keras import BertConfig, BertEncoder, BertPreprocessor
 from bert_keras.layers import BertEmbeddings, TransformerBlock
-from bert_keras.preprocessing import tokenizer_json
+from bert_keras.preprocessing import folder_vocab, tokenizer_json
 from bert_keras.tasks import BertClassifier, BertMultipleChoice, BertPretrainer, BertSpanLabeler, BertTagger
 from bert_keras.tasks.masked_lm import MaskedLMHead
 
@@ -66,7 +66,7 @@ PUBLIC = {
     "read_tokenizer_json": tokenizer_json.read_tokenizer_json,
     "write_tokenizer_json": tokenizer_json.write_tokenizer_json,
     "write_tokenizer_config": tokenizer_json.write_tokenizer_config,
-    "folder_vocabulary": bert_keras.preprocessing.vocab.folder_vocabulary,
+    "folder_vocabulary": folder_vocab.folder_vocabulary,
     "save_vocab": bert_keras.preprocessing.vocab.save_vocab,
 }
 # The methods people call on a fine-tuned model.

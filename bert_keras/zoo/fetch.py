@@ -24,8 +24,8 @@ import numpy as np
 
 from bert_keras.atomic import atomic_directory
 from bert_keras.config import BertConfig
-from bert_keras.preprocessing.vocab import (MissingVocabularyError, folder_vocabulary, load_vocab, save_vocab,
-                                            vocab_is_cased)
+from bert_keras.preprocessing.folder_vocab import MissingVocabularyError, folder_vocabulary
+from bert_keras.preprocessing.vocab import load_vocab, save_vocab, vocab_is_cased
 from bert_keras.zoo.catalogue import CatalogueEntry, load_catalogue
 
 

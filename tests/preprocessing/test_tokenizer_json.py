@@ -14,7 +14,8 @@ import tokenizers
 from bert_keras import BertPreprocessor
 from bert_keras.loading import load_backbone
 from bert_keras.preprocessing.tokenizer_json import read_tokenizer_json, write_tokenizer_config, write_tokenizer_json
-from bert_keras.preprocessing.vocab import MissingVocabularyError, folder_vocabulary, load_vocab, vocab_is_cased
+from bert_keras.preprocessing.folder_vocab import MissingVocabularyError, folder_vocabulary
+from bert_keras.preprocessing.vocab import load_vocab, vocab_is_cased
 from bert_keras.preprocessing.wordpiece import WordpieceTokenizer
 from conftest import shared_data_dir
 from corpora import corpora
