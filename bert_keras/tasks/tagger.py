@@ -4,7 +4,10 @@ WordPiece and the other pieces are ignored in loss and evaluation (the BERT pape
 Inputs: the id dict ([B, S]). Output: logits [B, S, num_labels] float32.
 Raw text: words (RaggedTensor or lists [B, (words)]) with targets one label id (or name) per word; or
 sentences [B] to predict. `entities()` reads IOB2 labels as spans (start, end, type, text) of the sentence.
-A word whose text yields no WordPiece, or past the sequence length, is predicted "O".
+A word whose text yields no WordPiece, or (pre-split words) past the sequence length, is predicted "O".
+`entities()` and `serve` (the export) label a text of any length: one longer than the sequence length is cut into
+SQuAD's doc-stride windows (preprocessing/windows.py) and each piece takes its label from the window where it has
+the most context (run_squad.py's max-context rule), so an entity across a window edge comes out whole.
 """
 
 from __future__ import annotations
@@ -14,7 +17,10 @@ import numpy as np
 import tensorflow as tf
 
 from bert_keras.data.conll import CONLL2003_LABELS
+from bert_keras.encoder import INPUT_NAMES
+from bert_keras.preprocessing.offsets import row_char_offsets
 from bert_keras.preprocessing.ragged_rows import position_in_row, row_ids, splits_from_lengths, upper_bound
+from bert_keras.preprocessing.windows import squad_windows
 from bert_keras.tasks.base import TaskModel, dense_head, id_inputs
 
 IGNORE = -1
@@ -68,9 +74,11 @@ class BertTagger(TaskModel):
     """Token tagging (named entities, CoNLL-2003): one label per word, read from its first WordPiece.
 
     Dropout and one dense layer on every token's vector. Words' labels go on their first piece; the other
-    pieces are ignored in the loss and evaluation (the BERT paper's recipe). A word that yields no piece, or lies
-    past the sequence length, is predicted "O". `entities` and the export's `serve` read IOB2 labels as
-    character spans of the sentence, in-graph. Arguments after `num_labels` are keyword-only.
+    pieces are ignored in the loss and evaluation (the BERT paper's recipe). A word that yields no piece is
+    predicted "O", and so is one of `tag_words` past the sequence length. `entities` and the export's `serve`
+    read IOB2 labels as character spans of the text, in-graph, and label a text of any length: a longer one is
+    cut into doc-stride windows, each piece labelled in the window where it has the most context (SQuAD's rules).
+    Arguments after `num_labels` are keyword-only.
 
     Args:
         encoder: BertEncoder. The backbone.
@@ -79,6 +87,8 @@ class BertTagger(TaskModel):
         dropout: float. Dropout rate on the token vectors before the head.
         label_names: list of K str, or None. IOB2 names ("O", "B-PER", "I-PER", ...), in logit order.
         preprocessor: BertPreprocessor or None. Needed for raw text.
+        doc_stride: int or None. Pieces between the starts of consecutive windows over a text longer than the
+            sequence length (`entities`, `serve`); None: half a window.
         name: str or None. The Keras model name.
 
     Inputs and outputs:
@@ -87,7 +97,7 @@ class BertTagger(TaskModel):
         or sentences [B] to predict.
 
     Raises:
-        ValueError: `label_names` does not have `num_labels` entries.
+        ValueError: `label_names` does not have `num_labels` entries, or `doc_stride` is not a positive int.
 
     Example:
         >>> model = bert_keras.tasks.BertTagger(
@@ -103,17 +113,21 @@ class BertTagger(TaskModel):
     """
 
     def __init__(self, encoder, num_labels: int | None = None, *, dropout: float = 0.1, label_names=None,
-                 preprocessor=None, name=None):
+                 preprocessor=None, doc_stride: int | None = None, name=None):
         label_names = list(label_names or (CONLL2003_LABELS if num_labels in (None, len(CONLL2003_LABELS))
                                            else [str(i) for i in range(num_labels)]))
         num_labels = num_labels or len(label_names)
         if len(label_names) != num_labels:
             raise ValueError(f"{len(label_names)} label_names for {num_labels} labels: give one name per label")
+        if doc_stride is not None and (isinstance(doc_stride, bool) or not isinstance(doc_stride, int)
+                                       or doc_stride < 1):
+            raise ValueError(f"doc_stride must be a positive number of pieces (or None: half a window), got "
+                             f"{doc_stride!r}")
         inputs = id_inputs()
         sequence = keras.layers.Dropout(dropout, name="head_dropout")(encoder(inputs)["sequence_output"])
         logits = dense_head(num_labels, encoder.config.initializer_range, "logits")(sequence)
         super().__init__(inputs, logits, encoder, preprocessor, name=name, num_labels=num_labels, dropout=dropout,
-                         label_names=label_names)
+                         label_names=label_names, doc_stride=doc_stride)
 
     target_padding = IGNORE                     # piece labels [B, S] padded on JAX are ignored, as padding is
 
@@ -121,6 +135,13 @@ class BertTagger(TaskModel):
     def label_names(self) -> list[str]:
         """The IOB2 label of each logit, in order."""
         return self._task_args["label_names"]
+
+    @property
+    def doc_stride(self) -> int:
+        """Pieces between the starts of consecutive windows over a long text: the given `doc_stride`, else half
+        of the pieces a window holds (the preprocessor's seq_length, else max_seq_length, less [CLS] and [SEP])."""
+        pre = self.require_preprocessor()
+        return self._task_args["doc_stride"] or max(((pre.seq_length or pre.max_seq_length) - 2) // 2, 1)
 
     def slices(self, x, y=None):
         """Lists of words (and of labels, ids or names) -> ragged tensors for from_tensor_slices."""
@@ -184,50 +205,44 @@ class BertTagger(TaskModel):
         return {"label_ids": label_ids, "row_lengths": words.row_lengths()}
 
     def serve(self, text) -> dict:
-        """text [B] -> per WordPiece: "tokens", "labels" [B, T] strings, "start", "end" [B, T] character offsets,
-        "token_mask" [B, T]; per entity (IOB2 spans over words): "entity_start", "entity_end" [B, E] characters
-        (-1 pad), "entity_type", "entity_text" [B, E] ("" pad)."""
+        """text [B] -> per WordPiece of the whole text: "tokens", "labels" [B, T] strings, "start", "end" [B, T]
+        character offsets, "token_mask" [B, T]; per entity (IOB2 spans over words): "entity_start", "entity_end"
+        [B, E] characters (-1 pad), "entity_type", "entity_text" [B, E] ("" pad). A text longer than a window is
+        windowed as SQuAD's contexts (squad_windows without questions, `doc_stride`); each piece is labelled in
+        its max-context window."""
         pre = self.require_preprocessor()
-        ids, starts, ends = pre.tokenize_with_offsets(text)
-        x = pre.pack([ids])
-        # Flat tensors and raw ops (as tag_inputs): ragged slicing, from_tensor/to_tensor and boolean_mask added
-        # ~550 nodes of shape checks to a graph traced and optimised at every first call.
-        budget = tf.shape(x["input_word_ids"], out_type=tf.int64)[1] - 2
-        splits = ids.row_splits
-        num_pieces = tf.size(ids.flat_values, out_type=tf.int64)
-        row = row_ids(splits, num_pieces)                                                   # [P]
-        position = tf.range(num_pieces) - tf.gather(splits, row)
-        kept_at = tf.where(position < budget)[:, 0]                                         # [K] pieces kept
-        row, position = tf.gather(row, kept_at), tf.gather(position, kept_at)
-        kept = tf.minimum(splits[1:] - splits[:-1], budget)                                 # [B]
-        kept_splits = splits_from_lengths(kept)
-        width = tf.reduce_max(tf.concat([[0], kept], 0))                                    # T, at most budget
+        windows = squad_windows(pre, None, text, doc_stride=self.doc_stride)
+        best = tf.argmax(self.inference({k: windows[k] for k in INPUT_NAMES}), axis=-1)    # [W, L]
+        # Each piece is max-context in exactly one window: gather it from there, then put the pieces in text order.
+        # (Flat tensors and raw ops, as tag_inputs: ragged helpers add hundreds of shape-check nodes to the graph.)
+        at = tf.where(windows["max_context"])                                               # [P, 2] (window, column)
+        at = tf.gather(at, tf.math.invert_permutation(tf.gather_nd(windows["token_index"], at)))
+        row = tf.cast(tf.gather(windows["example_index"], at[:, 0]), tf.int64)              # [P] ascending
+        splits = tf.concat([[0], upper_bound(row, tf.range(tf.shape(text, out_type=tf.int64)[0]))], 0)  # [B + 1]
+        width = tf.reduce_max(tf.concat([[0], splits[1:] - splits[:-1]], 0))                # T
 
-        def dense(values, fill):                                          # [K] -> [B, T], `fill` after a row
+        def dense(values, fill):                                          # [P] -> [B, T], `fill` after a row
             return tf.raw_ops.RaggedTensorToTensor(
                 shape=tf.stack([tf.constant(-1, tf.int64), width]), values=values,
-                default_value=tf.constant(fill, values.dtype), row_partition_tensors=[kept_splits],
+                default_value=tf.constant(fill, values.dtype), row_partition_tensors=[splits],
                 row_partition_types=["ROW_SPLITS"])
 
-        def chars(byte_offsets):                                          # [K] bytes -> characters
-            prefix = tf.strings.substr(tf.gather(text, row), tf.zeros_like(byte_offsets), byte_offsets)
-            return tf.cast(tf.strings.length(prefix, unit="UTF8_CHAR"), tf.int64)
-
-        best = tf.argmax(self.inference(x), axis=-1)                                        # [B, L]
-        labels = tf.gather(tf.constant(self.label_names), tf.gather_nd(best, tf.stack([row, position + 1], 1)))
-        ids, starts, ends = (tf.gather(v.flat_values, kept_at) for v in (ids, starts, ends))
+        ids = tf.gather_nd(windows["input_word_ids"], at)
+        starts, ends = tf.gather_nd(windows["token_start"], at), tf.gather_nd(windows["token_end"], at)
+        labels = tf.gather(tf.constant(self.label_names), tf.gather_nd(best, at))
         out = {"tokens": dense(tf.gather(tf.constant(pre.vocab), ids), ""), "labels": dense(labels, ""),
-               "start": dense(chars(starts), -1), "end": dense(chars(ends), -1),
-               "token_mask": dense(tf.ones_like(ids), 0)}
-        ids, starts, ends, labels = (tf.RaggedTensor.from_row_splits(v, kept_splits, validate=False)
+               "start": dense(row_char_offsets(text, row, starts), -1),
+               "end": dense(row_char_offsets(text, row, ends), -1), "token_mask": dense(tf.ones_like(ids), 0)}
+        ids, starts, ends, labels = (tf.RaggedTensor.from_row_splits(v, splits, validate=False)
                                      for v in (ids, starts, ends, labels))
         return {**out, **entity_spans(text, ids, starts, ends, labels, pre)}
 
     def entities(self, texts) -> list[list[tuple[int, int, str, str]]]:
-        """Finds the entities in raw sentences, for people: `serve` (the export's decoding) in Python.
+        """Finds the entities in raw texts, for people: `serve` (the export's decoding) in Python. A text longer
+        than the sequence length is windowed (see `serve`): every word is labelled, once.
 
         Args:
-            texts: list of str (or a [B] array). Untokenised sentences.
+            texts: list of str (or a [B] array). Untokenised sentences or documents, of any length.
 
         Returns:
             Per text, its entities in order as (start, end, type, text) tuples, [start, end) in characters.
@@ -274,12 +289,7 @@ def entity_spans(text, ids, starts, ends, labels, preprocessor) -> dict:
             shape=tf.constant([-1, -1], tf.int64), values=values, default_value=tf.constant(fill, values.dtype),
             row_partition_tensors=[e_splits], row_partition_types=["ROW_SPLITS"])
 
-    e_texts = tf.gather(text, e_row)
-
-    def chars(byte_offsets):                                                   # byte -> character offsets
-        return tf.cast(tf.strings.length(tf.strings.substr(e_texts, tf.zeros_like(byte_offsets), byte_offsets),
-                                         unit="UTF8_CHAR"), tf.int64)
-
-    e_text = tf.strings.substr(e_texts, e_start, e_end - e_start)
+    e_text = tf.strings.substr(tf.gather(text, e_row), e_start, e_end - e_start)
+    chars = lambda byte_offsets: row_char_offsets(text, e_row, byte_offsets)  # noqa: E731  (linear in the text)
     return {"entity_start": per_row(chars(e_start), -1), "entity_end": per_row(chars(e_end), -1),
             "entity_type": per_row(tf.gather(w_type, begin_at), ""), "entity_text": per_row(e_text, "")}
