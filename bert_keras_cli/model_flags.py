@@ -8,9 +8,10 @@ from bert_keras_cli.errors import CommandError
 def add_model_flags(p, model_help: str, required: bool = False) -> None:
     """Adds --model/--vocab/--cased to the subcommand parser `p`."""
     p.add_argument("--model", required=required, help=model_help)
-    p.add_argument("--vocab", help="vocab.txt, when the model has none beside it (e.g. a preset name)")
+    p.add_argument("--vocab", help="vocab.txt, when the model has none beside it (neither vocab.txt nor a Hugging "
+                   "Face tokenizer.json: e.g. a preset name)")
     p.add_argument("--cased", action="store_true", default=None,
-                   help="keep case and accents (default: read from the vocabulary)")
+                   help="keep case and accents (default: tokenizer.json's casing, else read from the vocabulary)")
 
 
 def lower_case(args) -> bool | None:
