@@ -21,7 +21,7 @@ from conftest import shared_data_dir
 from corpora import corpora
 from test_wordpiece import TRAPS
 
-PER_CORPUS = 400          # texts from each shared corpus (11 corpora: ~4,400 texts, a few seconds)
+PER_CORPUS = 400          # texts from each shared corpus (10 corpora: 4,000 texts, about a second)
 
 
 @pytest.fixture(scope="module")
