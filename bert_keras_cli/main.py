@@ -221,17 +221,19 @@ def cmd_pretraining_data(args) -> None:
         if args.runner:
             from bert_keras.pretraining.beam import run_beam
             result = run_beam(args.inputs, pre, args.out, args.shards, config, args.seed, bucket_mb=args.bucket_mb,
-                              runner=args.runner, pipeline_args=args.pipeline_args)
+                              runner=args.runner, pipeline_args=args.pipeline_args, pack=args.pack)
         else:
             result = create_pretraining_data(args.inputs, pre, args.out, args.shards, config, args.seed,
-                                             progress=not args.quiet, workers=args.workers, bucket_mb=args.bucket_mb)
+                                             progress=not args.quiet, workers=args.workers, bucket_mb=args.bucket_mb,
+                                             pack=args.pack)
     except (FileNotFoundError, ValueError, ImportError) as e:
         raise CommandError(str(e)) from None
     if result["documents"] is None:                    # a Beam runner without metrics
         print(f"wrote {len(result['files'])} file(s): {', '.join(result['files'])}")
     else:
+        packed = f" packed into {result['records']:,} rows" if args.pack else ""
         print(f"{result['documents']:,} documents, {result['sentences']:,} sentences -> {result['instances']:,} "
-              f"instances in {len(result['files'])} file(s): {', '.join(result['files'])}")
+              f"instances{packed} in {len(result['files'])} file(s): {', '.join(result['files'])}")
 
 
 def cmd_pretrain(args) -> None:
@@ -487,6 +489,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--runner", help="run on Apache Beam instead (pip install bert-keras[beam]): DirectRunner, "
                                     "DataflowRunner, FlinkRunner, SparkRunner...; any further flags are Beam "
                                     "pipeline options (e.g. --direct_num_workers 2, --project, --temp_location)")
+    p.add_argument("--pack", action="store_true",
+                   help="write packed rows: up to 3 whole instances a row, little padding (docs/pretraining.md; "
+                        "the trainer does not read them yet)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_pretraining_data)
 

@@ -11,7 +11,8 @@ from bert_keras.pretraining.trainer import PretrainConfig, pretrain
 
 def create_pretraining_data(inputs: list[str], preprocessor, out: str, num_shards: int = 1,
                             config: MaskingConfig = MaskingConfig(), seed: int = 12345,
-                            progress: bool = False, workers: int | None = None, bucket_mb: float = 64) -> dict:
+                            progress: bool = False, workers: int | None = None, bucket_mb: float = 64,
+                            pack: bool = False) -> dict:
     """Text files -> `<out>-0000i-of-0000n.tfrecord` shards, by the keyed generator (keyed.py) on a local pool of
     `workers` processes (default: one per core); returns counts and the shard paths.
 
@@ -25,6 +26,8 @@ def create_pretraining_data(inputs: list[str], preprocessor, out: str, num_shard
         preprocessor: a BertPreprocessor (its vocabulary and casing are what the workers use).
         out: output prefix; num_shards: output files.
         config: MaskingConfig; seed: the random seed.
+        pack: write packed rows of up to 3 whole instances (packing.py, packed_records.py: rows are a function of
+            the instances in key order alone, so still the same bytes whatever the workers or back end).
 
     Example:
         >>> create_pretraining_data(["wiki.txt"], BertPreprocessor("vocab.txt"), "data/wiki", 4)  # doctest: +SKIP
@@ -32,7 +35,7 @@ def create_pretraining_data(inputs: list[str], preprocessor, out: str, num_shard
     from bert_keras.pretraining.keyed import make_plan
     from bert_keras.pretraining.local import run_local
     plan = make_plan(inputs, num_shards, config, seed, bucket_mb)
-    return run_local(plan, out, preprocessor, workers, progress=_phase_bars if progress else None)
+    return run_local(plan, out, preprocessor, workers, progress=_phase_bars if progress else None, pack=pack)
 
 
 def _phase_bars(unit: str, total: int):

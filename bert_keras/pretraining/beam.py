@@ -18,6 +18,7 @@ from __future__ import annotations
 from bert_keras.pretraining.keyed import Plan, bucket_instances, chunk_records, make_plan, merge_records, \
     scatter_range, write_shard
 from bert_keras.pretraining.instances import MaskingConfig
+from bert_keras.pretraining.packed_records import shard_frames
 from bert_keras.pretraining.parallel import usable_cores
 
 
@@ -57,16 +58,17 @@ def _scatter(r: int, plan: Plan):
     return sorted(scatter_range(plan, r).items())
 
 
-def _write(shard_chunks, plan: Plan, out: str) -> int:
+def _write(shard_chunks, plan: Plan, out: str, pack: bool = False) -> int:
     from apache_beam.metrics import Metrics
     shard, chunks = shard_chunks
-    n = write_shard(plan.shard_path(out, shard), merge_records([chunk_records(c) for c in chunks if c]))
+    n = write_shard(plan.shard_path(out, shard),
+                    shard_frames(plan, merge_records([chunk_records(c) for c in chunks if c]), pack))
     Metrics.counter("pretraining", "records").inc(n)
     return n
 
 
-def build_pipeline(pipeline, plan: Plan, out: str, vocab: list[str], lower_case: bool):
-    """Adds the generator's steps to `pipeline` (a beam.Pipeline)."""
+def build_pipeline(pipeline, plan: Plan, out: str, vocab: list[str], lower_case: bool, pack: bool = False):
+    """Adds the generator's steps to `pipeline` (a beam.Pipeline); pack: write packed rows."""
     beam = _beam()
 
     class BucketFn(beam.DoFn):
@@ -93,16 +95,16 @@ def build_pipeline(pipeline, plan: Plan, out: str, vocab: list[str], lower_case:
     return ((chunks, every_shard)
             | "All" >> beam.Flatten()
             | "ByShard" >> beam.GroupByKey()
-            | "Write" >> beam.Map(_write, plan, out))
+            | "Write" >> beam.Map(_write, plan, out, pack))
 
 
 def run_beam(inputs: list[str], preprocessor, out: str, num_shards: int = 1, config: MaskingConfig = MaskingConfig(),
              seed: int = 12345, bucket_mb: float = 64, runner: str = "DirectRunner",
-             pipeline_args: list[str] = ()) -> dict:
+             pipeline_args: list[str] = (), pack: bool = False) -> dict:
     """create_pretraining_data on Apache Beam: the same files, byte for byte, as the local back end.
 
     Args:
-        inputs, preprocessor, out, num_shards, config, seed, bucket_mb: as create_pretraining_data.
+        inputs, preprocessor, out, num_shards, config, seed, bucket_mb, pack: as create_pretraining_data.
         runner: a Beam runner name (DirectRunner, DataflowRunner, FlinkRunner, SparkRunner, DaskRunner...).
         pipeline_args: Beam pipeline options, e.g. ["--project=p", "--region=us-central1",
             "--temp_location=gs://b/tmp", "--extra_package=dist/bert_keras-0.1.0-py3-none-any.whl"].
@@ -119,7 +121,7 @@ def run_beam(inputs: list[str], preprocessor, out: str, num_shards: int = 1, con
     plan = make_plan(inputs, num_shards, config, seed, bucket_mb)
     runner, options = pipeline_runner(runner, list(pipeline_args))
     pipeline = beam.Pipeline(runner=runner, options=options)
-    build_pipeline(pipeline, plan, out, list(preprocessor.vocab), preprocessor.lower_case)
+    build_pipeline(pipeline, plan, out, list(preprocessor.vocab), preprocessor.lower_case, pack)
     result = pipeline.run()
     result.wait_until_finish()
     counts = {}
@@ -134,4 +136,4 @@ def run_beam(inputs: list[str], preprocessor, out: str, num_shards: int = 1, con
         raise ValueError(f"{counts['documents']} non-empty document(s) in {', '.join(plan.files)}: next-sentence "
                          "prediction needs at least two (separate documents by a blank line)")
     return {"documents": counts["documents"], "sentences": counts["sentences"], "instances": counts["instances"],
-            "files": [plan.shard_path(out, s) for s in range(plan.shards)]}
+            "records": counts["records"], "files": [plan.shard_path(out, s) for s in range(plan.shards)]}

@@ -22,6 +22,7 @@ import time
 
 from bert_keras.pretraining.keyed import Plan, bucket_instances, chunk_records, merge_records, scatter_range, \
     write_shard
+from bert_keras.pretraining.packed_records import shard_frames
 from bert_keras.pretraining.parallel import usable_cores
 
 _WORKER = {}                       # per process: the preprocessor, the spill folder and thread count
@@ -77,11 +78,12 @@ def _bucket_stream(path: str, chunks: list):
             yield from chunk_records(f.read(length))
 
 
-def _shard(plan: Plan, out: str, shard: int, chunks: dict) -> int:
-    """Shard -> its output file; `chunks`: {bucket: [(offset, length)]} of its chunks."""
+def _shard(plan: Plan, out: str, shard: int, chunks: dict, pack: bool = False) -> int:
+    """Shard -> its output file; `chunks`: {bucket: [(offset, length)]} of its chunks. pack: packed rows
+    (packed_records.pack_record_frames) instead of one instance a record."""
     folder = _WORKER["folder"]
     streams = [_bucket_stream(os.path.join(folder, f"bucket-{b}.bin"), c) for b, c in sorted(chunks.items()) if c]
-    return write_shard(plan.shard_path(out, shard), merge_records(streams))
+    return write_shard(plan.shard_path(out, shard), shard_frames(plan, merge_records(streams), pack))
 
 
 def _context():
@@ -94,10 +96,12 @@ def _context():
     return context
 
 
-def run_local(plan: Plan, out: str, preprocessor, workers: int | None = None, progress=None) -> dict:
+def run_local(plan: Plan, out: str, preprocessor, workers: int | None = None, progress=None,
+              pack: bool = False) -> dict:
     """Runs the plan on `workers` processes (default: one per usable core, `usable_cores()`; no more than the
-    ranges or buckets) -> counts, the shard paths, the workers used, the seconds their start took
-    (pool_start_s) and the seconds of each step after it (phase_s: ranges, buckets, shards).
+    ranges or buckets) -> counts (records: what the shards hold, instances or with `pack` packed rows), the
+    shard paths, the workers used, the seconds their start took (pool_start_s) and the seconds of each step after
+    it (phase_s: ranges, buckets, shards).
 
     progress: None, or a function(phase name, total) returning a callback add(n)."""
     # more processes than ranges and buckets would only start TensorFlow for nothing (the bytes are the same)
@@ -149,14 +153,15 @@ def run_local(plan: Plan, out: str, preprocessor, workers: int | None = None, pr
             phases["buckets"], t = time.perf_counter() - t, time.perf_counter()
             bar = progress("shards", plan.shards) if progress else None
             written = 0
-            for k in run(_shard, [plan] * plan.shards, [out] * plan.shards, range(plan.shards), shard_chunks):
+            for k in run(_shard, [plan] * plan.shards, [out] * plan.shards, range(plan.shards), shard_chunks,
+                         [pack] * plan.shards):
                 written += k
                 bar and bar(1)
             phases["shards"] = time.perf_counter() - t
     finally:
         shutil.rmtree(folder, ignore_errors=True)
         _WORKER.clear()
-    assert written == counts[2], (written, counts)
-    return {"documents": counts[0], "sentences": counts[1], "instances": counts[2],
+    assert written == counts[2] or pack, (written, counts)
+    return {"documents": counts[0], "sentences": counts[1], "instances": counts[2], "records": written,
             "files": [plan.shard_path(out, s) for s in range(plan.shards)], "workers": workers,
             "pool_start_s": round(pool_start, 3), "phase_s": {k: round(v, 3) for k, v in phases.items()}}

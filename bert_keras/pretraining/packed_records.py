@@ -212,6 +212,70 @@ def parse_packed_examples(serialized, max_seq_length: int, max_predictions_per_s
                                                                max_sequences_per_row))
 
 
+PACK_WINDOW = 16384         # instances packed together (a shard's, in key order): ~99.5% of the limit on
+                            # Wikipedia-512 lengths, and ~40 MB of records at 512 held at a time
+PACK_ROWS = 1024            # rows built and encoded at a time
+
+
+def pack_record_frames(frames, max_seq_length: int, max_predictions_per_seq: int, window: int = PACK_WINDOW):
+    """Framed TFRecords of instances, in order -> framed TFRecords of packed rows (`pretraining-data --pack`).
+
+    Each run of `window` consecutive instances (the last one shorter) is packed on its own by
+    packing.pack_lengths, so the rows are a function of the instances and their order alone, whichever back end
+    writes them, and memory follows `window`, not the shard.
+
+    Args:
+        frames: iterable of bytes: TFRecord frames (length, its CRC, a serialized tf.train.Example with
+            records.feature_spec's features, its CRC), as keyed.merge_records yields them.
+        max_seq_length, max_predictions_per_seq: the instances' lengths.
+        window: instances packed together.
+
+    Returns:
+        A generator of bytes: each packed row's TFRecord frame (module docstring's features).
+
+    Example:
+        >>> write_shard(path, pack_record_frames(merge_records(streams), 128, 20))     # doctest: +SKIP
+    """
+    import tensorflow as tf
+    from bert_keras.pretraining.packing import pack_lengths
+    from bert_keras.pretraining.records import tfrecord_frames
+    spec = feature_spec(max_seq_length, max_predictions_per_seq)
+
+    def windows():
+        batch = []
+        for frame in frames:
+            batch.append(bytes(frame[12:-4]))                              # the Example between the headers
+            if len(batch) == window:
+                yield batch
+                batch = []
+        if batch:
+            yield batch
+
+    for examples in windows():
+        lengths = np.concatenate([tf.io.parse_example(examples[i:i + PACK_ROWS], {"input_mask": spec["input_mask"]})
+                                  ["input_mask"].numpy().sum(1) for i in range(0, len(examples), PACK_ROWS)])
+        rows = pack_lengths(lengths, max_seq_length)
+        for first in range(0, len(rows), PACK_ROWS):
+            part = rows[first:first + PACK_ROWS]
+            used = part[part >= 0]
+            parsed = tf.io.parse_example([examples[i] for i in used], spec)
+            features = {name: value.numpy().astype(np.int32) if value.dtype == tf.int64 else value.numpy()
+                        for name, value in parsed.items()}
+            local = np.full(part.shape, -1, np.int64)
+            local[part >= 0] = np.arange(len(used))
+            data, ends = tfrecord_frames(pack_instances(features, local))
+            data, ends = data.tobytes(), ends.tolist()
+            yield from (data[a:b] for a, b in zip([0] + ends[:-1], ends))
+
+
+def shard_frames(plan, frames, pack: bool):
+    """A shard's frames in key order as written: as they are, or packed (pack_record_frames) with the plan's
+    lengths. Both back ends (local.py, beam.py) write a shard through this."""
+    if not pack:
+        return frames
+    return pack_record_frames(frames, plan.config.max_seq_length, plan.config.max_predictions_per_seq)
+
+
 def _typed(name: str, values) -> np.ndarray:
     """float32 for the weights (float_list), integers otherwise (int64_list)."""
     values = np.asarray(values)

@@ -96,7 +96,20 @@ def check_records(files: list[str], max_seq_length: int, max_predictions_per_seq
                 tf.io.parse_example(record, spec)
                 total += int(record.shape[0])
         except tf.errors.OpError as e:
+            if _is_packed(path):
+                raise ValueError(f"{path} holds packed rows (pretraining-data --pack): the trainer does not read "
+                                 "packed records yet; write them without --pack") from None
             raise ValueError(f"{path}: not a readable pretraining TFRecord file with max_seq_length "
                              f"{max_seq_length} and max_predictions_per_seq {max_predictions_per_seq} "
                              f"({type(e).__name__}: {e.message.splitlines()[0][:200]})") from None
     return total
+
+
+def _is_packed(path: str) -> bool:
+    """Does the file's first record have the packed rows' per-token sequence index (packed_records.py)?"""
+    try:
+        first = next(iter(tf.data.TFRecordDataset(path).take(1)), None)
+        return first is not None and "packed_sequence_ids" in tf.train.Example.FromString(
+            first.numpy()).features.feature
+    except (tf.errors.OpError, ValueError):
+        return False

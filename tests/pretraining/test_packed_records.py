@@ -105,3 +105,25 @@ def test_rows_over_max_seq_length_are_an_error(instances):
         pack_instances(instances, longest[None, :])
     with pytest.raises(ValueError, match=r"rows must be \[R, 1..3\]"):
         pack_instances(instances, np.zeros((2, 4), np.int64))
+
+
+def test_record_frames_are_packed_window_by_window(instances):
+    """pack_record_frames (pretraining-data --pack's shard writer): each run of `window` instances packed on its
+    own, in order; unpacked, the rows are those instances as pack_lengths deals each window."""
+    from bert_keras.pretraining.packed_records import pack_record_frames
+    data, ends = tfrecord_frames({name: instances[name] for name in feature_spec(SEQ, PRED)})
+    data, ends = data.tobytes(), ends.tolist()
+    frames = [data[a:b] for a, b in zip([0] + ends[:-1], ends)]
+    window = 50
+    out = list(pack_record_frames(iter(frames), SEQ, PRED, window=window))
+    examples = [frame[12:-4] for frame in out]
+    unpacked = unpack_rows({k: v.numpy() for k, v in parse_packed_examples(examples, SEQ, PRED).items()}, PRED)
+    lengths = instances["input_mask"].sum(1)
+    order = []
+    for first in range(0, len(lengths), window):
+        rows = pack_lengths(lengths[first:first + window], SEQ)
+        order += (rows[rows >= 0] + first).tolist()
+    assert sorted(order) == list(range(len(lengths)))
+    for name, values in unpacked.items():
+        np.testing.assert_array_equal(values, instances[name][order], err_msg=name)
+
