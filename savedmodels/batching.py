@@ -18,7 +18,7 @@ Every field of TF Serving's BatchingParameters (session_bundle_config.proto) is 
   the tensor's first value (batching_util.cc AddPadding); without it such requests in one batch fail with
   FAILED_PRECONDITION, as the server's do;
 - every output must have the batch as its 0th dimension (SQuAD's per-window outputs do not: span models are
-  served without batching).
+  served without batching; `may_batch` tells from a SavedModel).
 
 The parameters file is TF Serving's text proto (BatchingParameters), e.g. what `bert-keras export` writes:
 
@@ -156,6 +156,37 @@ def _number(name: str, value: str) -> int:
         return int(value)
     except ValueError:
         raise ValueError(f"batching parameter {name} must be an integer, got {value!r}") from None
+
+
+PER_WINDOW_OUTPUT = "window_example"    # BertSpanLabeler.serve: which example each window (each logits row) is of
+
+
+def may_batch(version_folder: str) -> bool:
+    """May TF Serving's `--enable_batching` serve this SavedModel? Batching needs every output of every signature
+    to have the batch as dimension 0. A span model's start/end logits are per window, with `window_example`
+    saying which example each window is of: a SavedModel with that output may not be batched, nor one whose
+    saved_model.pb cannot be read (batching stays off when in doubt: it is optional).
+
+    Args:
+        version_folder: str. A SavedModel folder, `<base>/<name>/<version>`.
+
+    Returns:
+        bool: True when no signature returns per-window outputs.
+
+    Example:
+        >>> may_batch("serving/squad/1"), may_batch("serving/ner/1")          # doctest: +SKIP
+        (False, True)
+    """
+    from google.protobuf.message import DecodeError
+    from tensorflow.core.protobuf import saved_model_pb2
+    proto = saved_model_pb2.SavedModel()
+    try:
+        with open(os.path.join(version_folder, "saved_model.pb"), "rb") as f:
+            proto.ParseFromString(f.read())
+    except (OSError, DecodeError):
+        return False
+    return not any(PER_WINDOW_OUTPUT in signature.outputs
+                   for graph in proto.meta_graphs for signature in graph.signature_def.values())
 
 
 def pad_to(value: np.ndarray, dims: list) -> np.ndarray:

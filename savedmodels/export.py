@@ -150,8 +150,9 @@ class ServingExport:
         models_config: `<base>/models.config`, for `tensorflow_model_server --model_config_file`.
         batching_parameters: `<base>/batching_parameters.txt`, for `--batching_parameters_file`.
         model_names: every model the models.config lists (each model folder under the base path).
-        batchable: False for span models: their per-window outputs do not have the batch as dimension 0, which
-            TF Serving's `--enable_batching` requires of every output.
+        unbatchable: the models of models.config that may not be batched (batching.may_batch): span models,
+            whose per-window outputs do not have the batch as dimension 0, which TF Serving's `--enable_batching`
+            requires of every output. The flag holds for the whole server, so one of them turns it off for all.
         xla: an XLA export, which the server runs only with `--xla_cpu_compilation_enabled=true`.
     """
     version: str
@@ -159,11 +160,17 @@ class ServingExport:
     models_config: str
     batching_parameters: str
     model_names: tuple
-    batchable: bool = True
+    unbatchable: tuple = ()
     xla: bool = False
 
+    @property
+    def batchable(self) -> bool:
+        """May the server that serves models.config batch: does every model in it allow batching?"""
+        return not self.unbatchable
+
     def serve_command(self, image: str = "tensorflow/serving:2.19.0") -> str:
-        """The `docker run` line that serves the base path (with server-side batching where the model allows it)."""
+        """The `docker run` line that serves the base path: with server-side batching only when every model in
+        models.config may be batched (`unbatchable` is empty)."""
         base = os.path.abspath(os.path.dirname(self.models_config))
         batching = (" --enable_batching --batching_parameters_file=/models/batching_parameters.txt"
                     if self.batchable else "")
@@ -196,7 +203,7 @@ def export_for_serving(model, base_path: str, model_name: str, version: int | No
         >>> written = export_for_serving(load_task_model("runs/sst2"), "serving", "sst2")     # doctest: +SKIP
         >>> print(written.serve_command())                                                    # doctest: +SKIP
     """
-    from bert_keras.tasks import BertSpanLabeler
+    from savedmodels.batching import may_batch
     from savedmodels.precision import with_precision
     shapes, batching = None, None
     if xla:
@@ -208,7 +215,8 @@ def export_for_serving(model, base_path: str, model_name: str, version: int | No
                                       allowed_batch_sizes=shapes.batch_sizes)
     path = export_task_model(with_precision(model, precision), base_path, model_name, version, xla=shapes)
     names = tuple(sorted(d for d in os.listdir(base_path) if numeric_versions(os.path.join(base_path, d))))
+    newest = {n: os.path.join(base_path, n, str(numeric_versions(os.path.join(base_path, n))[-1])) for n in names}
     return ServingExport(version=path, keras_file=os.path.join(base_path, model_name, "model.keras"),
                          models_config=write_models_config(base_path, list(names)),
                          batching_parameters=write_batching_parameters(base_path, batching), model_names=names,
-                         batchable=not isinstance(model, BertSpanLabeler), xla=shapes is not None)
+                         unbatchable=tuple(n for n in names if not may_batch(newest[n])), xla=shapes is not None)

@@ -5,7 +5,8 @@ with the input checks a server needs, and returns a list of Signature(name, func
 warmup inputs). Inputs are
 [batch] string tensors (multiple choice: endings [batch, N]); `*_ids` signatures take the encoder's id dict for
 callers that tokenize themselves. Bad input never crashes the graph: empty and whitespace texts get a defined
-result ([CLS] [SEP] only), invalid UTF-8 reads as U+FFFD, a 1 MB text is truncated to the sequence length, and
+result ([CLS] [SEP] only), invalid UTF-8 reads as U+FFFD, a 1 MB text is truncated to the sequence length (a
+SQuAD context and a text to tag are cut into doc-stride windows instead, so every piece of them is read), and
 inputs whose batch sizes disagree fail with an InvalidArgument that names them.
 """
 
@@ -98,6 +99,8 @@ def multiple_choice(model) -> list[Signature]:
 
 
 def tagging(model) -> list[Signature]:
+    """serving_default: text [batch] -> BertTagger.serve's per-piece labels and entities; a text longer than the
+    sequence length is windowed in-graph (SQuAD's doc stride and max-context rule), every piece labelled once."""
     return [Signature("serving_default", model.serve, [text("text")],
                       warmup={"text": ["Angela Merkel visited Paris ."]})]
 

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from savedmodels.batching import may_batch
 from savedmodels.export import export_for_serving, export_task_model
 from savedmodels.ops import saved_model_op_types, unsupported_ops
 from session_path import run_signatures
@@ -42,6 +43,7 @@ def _every_signature_against_keras(exports, python=sys.executable):
     contexts = ["It was written by Ann Smith in 1990, in Zürich. " * 6, "Über Paris"]
     swag_context, swag_endings = ["A man sits at a piano.", "x"], [["He plays.", "He eats it."], ["", "y"]]
     ner_texts = ["Angela Merkel visited Zürich .", ""]
+    ner_long = [" ".join(["Angela Merkel visited Zürich and met the United Nations ."] * 50), "Paris"]   # 22 windows
     calls = {
         "sst2": {"signature": "serving_default", "inputs": {"text": SENTENCES}},
         "sst2/from_ids": {"signature": "from_ids", "inputs": IDS},
@@ -55,6 +57,7 @@ def _every_signature_against_keras(exports, python=sys.executable):
         "squad": {"signature": "serving_default", "inputs": {"question": questions, "context": contexts}},
         "swag": {"signature": "serving_default", "inputs": {"context": swag_context, "endings": swag_endings}},
         "ner": {"signature": "serving_default", "inputs": {"text": ner_texts}},
+        "ner/long": {"signature": "serving_default", "inputs": {"text": ner_long}},
     }
     got = dict(zip(calls, run_signatures([{"path": paths[k.split("/")[0]], **c} for k, c in calls.items()], python)))
     close = lambda a, b: np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-5, rtol=0)  # noqa: E731
@@ -106,6 +109,14 @@ def _every_signature_against_keras(exports, python=sys.executable):
         for token, start, end in zip(ner["tokens"][row][:n], ner["start"][row], ner["end"][row]):
             assert text[start:end].lower().replace("ü", "u") == token.replace("##", "")
     assert sum(ner["token_mask"][0]) >= 5 and not any(ner["token_mask"][1])
+    # A text longer than the sequence length: windowed in the graph, every piece labelled, the same entities as
+    # the model's own entities() (tests/tasks/test_tagger_windows.py checks those against a reference).
+    long, want = got["ner/long"], models["ner"].serve_numpy(ner_long)
+    assert sum(long["token_mask"][0]) == len(pre.tokenize(tf.constant(ner_long[:1])).flat_values) > 500
+    assert long["labels"] == [[x.decode() for x in row] for row in want["labels"]]
+    assert [[(s, e, t, x) for s, e, t, x in zip(*row) if s >= 0] for row in zip(
+        long["entity_start"], long["entity_end"], long["entity_type"], long["entity_text"])] == \
+        models["ner"].entities(ner_long)
 
 
 def test_every_signature_of_every_kind_on_the_session_path_equals_keras(exports):
@@ -204,11 +215,16 @@ def test_export_for_serving_writes_the_server_files_and_a_serve_command_that_fit
     assert all(f"name: '{n}'" in config and f"base_path: '/models/{n}'" in config for n in models)
     assert open(written["ner"].batching_parameters, encoding="utf-8").read().startswith("max_batch_size")
     # Span models' per-window outputs lack the batch dimension, which TF Serving's batching requires of every
-    # output (test_batching.py: FAILED_PRECONDITION): their serve command leaves batching off.
+    # output (test_batching.py: FAILED_PRECONDITION), and --enable_batching holds for every model of the server:
+    # once models.config lists squad, no serve command turns batching on (swag's and ner's, exported after it).
     # sst2 was trained a step (it holds an optimizer with slots): its serving copy holds the model only.
     assert getattr(keras.models.load_model(written["sst2"].keras_file), "optimizer", None) is None  # never compiled
     assert models["sst2"].optimizer is not None
     for name, w in written.items():
         command = w.serve_command()
         assert f"-v {os.path.abspath(str(base))}:/models" in command and "--model_config_file=/models/models.config" in command
-        assert ("--enable_batching" in command) == (name != "squad"), (name, command)
+        span_listed = "squad" in w.model_names
+        assert ("--enable_batching" in command) == (not span_listed), (name, command)
+        assert w.unbatchable == (("squad",) if span_listed else ()), name
+    assert [name for name, w in written.items() if w.batchable] == ["sst2", "mrpc", "stsb"]     # before squad
+    assert not may_batch(str(base / "sst2")) and may_batch(written["sst2"].version)      # no saved_model.pb: off
