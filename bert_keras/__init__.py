@@ -12,8 +12,10 @@ if "KERAS_BACKEND" not in _os.environ:
 # oneDNN's CPU kernels on (docs/performance.md: fine-tuning steps); only before TensorFlow loads, and
 # TF_ENABLE_ONEDNN_OPTS=0 keeps them off.
 _os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
-# TensorFlow's C++ INFO lines (e.g. "Local rendezvous is aborting ... End of sequence" after every tf.data pass)
-# read like errors in our CLI's output; warnings and errors still print. Set TF_CPP_MIN_LOG_LEVEL to override.
+# A library user's process: TensorFlow's C++ INFO lines (e.g. "Local rendezvous is aborting ... End of sequence"
+# after every tf.data pass) off, warnings and errors still print (only if TensorFlow loads after this). The
+# `bert-keras` command sets 3 before, with Abseil's lines to match (bert_keras_cli/absl_logs.py). Set
+# TF_CPP_MIN_LOG_LEVEL to override either.
 _os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
 
 from bert_keras.config import PRESETS, BertConfig, preset_config  # noqa: E402

@@ -11,11 +11,15 @@ from bert_keras_cli import attention
 from bert_keras_cli import fill_mask
 from bert_keras_cli import inside
 from bert_keras_cli.errors import CommandError
+from bert_keras_cli.flag_types import (fraction, non_negative_float, non_negative_int, positive_float,
+                                        positive_int)
 from bert_keras_cli.model_flags import add_model_flags, lower_case
-from savedmodels.precision import PRECISIONS
+from bert_keras_cli.version import VersionAction
+from savedmodels.precision import LITERT_PRECISIONS, PRECISIONS
 
-# The environment defaults (Keras backend, oneDNN, TensorFlow's log level) are set by bert_keras/__init__.py,
-# which Python runs before this module.
+# The environment defaults (Keras backend, oneDNN, TensorFlow's log level) are set by bert_keras/__init__.py when a
+# command first imports it; TensorFlow's log lines are off for the command before that, in main()
+# (absl_logs.quiet_tensorflow_logs).
 
 
 
@@ -32,6 +36,12 @@ def cmd_convert(args) -> None:
     from bert_keras.checkpoints import load_checkpoint_with_heads, save_google_checkpoint
     if not args.out and not args.google_out and not args.hf_out:
         raise CommandError("Nothing to write: give --out model.keras, --google-out DIR and/or --hf-out DIR.")
+    output_file(args.out, "--out", ".keras")
+    output_folder(args.google_out, "--google-out")
+    output_folder(args.hf_out, "--hf-out")
+    task_model = _task_model_source(args.checkpoint)
+    if task_model is not None:
+        return _convert_task_model(task_model, args)
     vocab, lower = _checkpoint_vocabulary(args.checkpoint)       # vocab.txt, else tokenizer.json; or none
     try:
         config, encoder, heads = load_checkpoint_with_heads(args.checkpoint)
@@ -54,6 +64,45 @@ def cmd_convert(args) -> None:
         print(f"wrote Hugging Face folder {args.hf_out}" + (" with the cls/ heads" if heads else ""))
 
 
+def _task_model_source(source: str):
+    """The task model `convert --checkpoint` names (our .keras file or finetune --out folder, or a Hugging Face
+    task folder), or None for an encoder checkpoint."""
+    from bert_keras.tasks import load_task_model
+    from bert_keras.tasks.huggingface import is_huggingface_task_folder
+    ours = source.endswith(".keras") or (os.path.exists(os.path.join(source, "model.keras"))
+                                         and not os.path.exists(os.path.join(source, "zoo.json")))
+    if not (ours or is_huggingface_task_folder(source)):
+        return None
+    try:
+        return load_task_model(source)
+    except (FileNotFoundError, TypeError, ValueError) as e:
+        raise CommandError(str(e)) from None
+
+
+def _convert_task_model(model, args) -> None:
+    """convert of a task model: --out its .keras (with its preprocessor), --hf-out a Hugging Face task folder."""
+    from bert_keras.atomic import atomic_file
+    from bert_keras.checkpoints.huggingface_tasks import BY_TASK_CLASS
+    from bert_keras.tasks import save_huggingface
+    if args.google_out:
+        raise CommandError(f"--google-out writes encoder checkpoints; {args.checkpoint} is a fine-tuned "
+                           f"{type(model).__name__}: write it with --out model.keras or --hf-out DIR")
+    config = model.encoder.config
+    labels = getattr(model, "label_names", None)
+    print(f"read {args.checkpoint}: {type(model).__name__}" + (f" ({', '.join(labels)})" if labels else "")
+          + f", {config.num_hidden_layers} layers, hidden {config.hidden_size}")
+    if args.out:
+        with atomic_file(args.out) as tmp:
+            model.save(tmp)
+        print(f"wrote {args.out} (the task model with its preprocessor: takes raw text; "
+              f"bert-keras export --model {args.out})")
+    if args.hf_out:
+        save_huggingface(model, args.hf_out)
+        architecture = BY_TASK_CLASS[type(model).__name__].architecture
+        print(f"wrote Hugging Face folder {args.hf_out} ({architecture} with its tokenizer: "
+              f"AutoModelFor{architecture.removeprefix('BertFor')} and transformers' pipelines load it)")
+
+
 def _checkpoint_vocabulary(checkpoint: str):
     """(vocab, lower_case) beside a checkpoint (vocab.txt, else tokenizer.json), (None, None) when it has none."""
     from bert_keras.preprocessing.folder_vocab import MissingVocabularyError, folder_vocabulary
@@ -74,9 +123,8 @@ def _minilm_folder() -> str:
 
 
 def cmd_demo(args) -> None:
-    from bert_keras_cli.absl_logs import quiet_tensorflow_cpp_logs
-    quiet_tensorflow_cpp_logs()                       # before anything loads TensorFlow
     from bert_keras_cli.demo import run_demo
+    output_folder(args.out, "--out")
     _minilm_folder()
     try:
         run_demo(args.out, args.sentences, epochs=args.epochs, progress=not args.quiet)
@@ -125,7 +173,12 @@ def cmd_vocab(args) -> None:
     missing = [f for f in args.files if not os.path.exists(f)]
     if missing:
         raise CommandError(f"no such file: {', '.join(missing)}")
-    tokens = build_vocab(args.files, vocab_size=args.size, lower_case=not args.cased, out=args.out)
+    if os.path.isdir(args.out):
+        raise CommandError(f"--out {args.out} is a folder: name the vocab.txt file to write")
+    try:
+        tokens = build_vocab(args.files, vocab_size=args.size, lower_case=not args.cased, out=args.out)
+    except (OSError, ValueError) as e:                  # not UTF-8 (file, line, byte offset), no words
+        raise CommandError(str(e)) from None
     print(f"wrote {args.out}: {len(tokens):,} tokens ({'cased' if args.cased else 'uncased'})")
 
 
@@ -141,7 +194,7 @@ def cmd_zoo_get(args) -> None:
     from bert_keras.zoo import ZooError, get
     try:
         folder = get(args.name, progress=not args.quiet)
-    except ZooError as e:
+    except (ZooError, FileNotFoundError, ValueError) as e:      # a checkpoint folder that cannot be read
         raise CommandError(str(e)) from None
     print(f"{args.name}: {os.path.join(folder, 'model.keras')} (vocab: {os.path.join(folder, 'vocab.txt')})")
 
@@ -182,8 +235,8 @@ def cmd_finetune(args) -> None:
     from bert_keras.finetune import finetune
     config = finetune_config(args)
     try:
-        result = finetune(config)
-    except (FileNotFoundError, ValueError, RuntimeError, DataFormatError) as e:
+        result = finetune(config, overwrite=args.overwrite)
+    except (OSError, ValueError, RuntimeError, DataFormatError) as e:      # OSError: FileNotFoundError, ...
         raise CommandError(str(e)) from None
     if result["history"]:
         print(f"final: {json.dumps(result['metrics'])}")
@@ -250,8 +303,8 @@ def cmd_pretrain(args) -> None:
         backend=args.backend,
         progress=not args.quiet, log_every=args.log_every)
     try:
-        result = pretrain(config)
-    except (FileNotFoundError, ValueError, RuntimeError) as e:
+        result = pretrain(config, overwrite=args.overwrite)
+    except (OSError, ValueError, RuntimeError) as e:                       # OSError: FileNotFoundError, ...
         raise CommandError(str(e)) from None
     last = result["history"][-1] if result["history"] else {}
     print(f"strategy: {args.strategy}, replicas: {result['replicas']}")
@@ -267,6 +320,10 @@ def cmd_export(args) -> None:
         return cmd_export_litert(args)
     if not args.base_path or not args.name:
         raise CommandError("export needs --base-path and --name (or --format litert --out FILE.tflite)")
+    output_folder(args.base_path, "--base-path")
+    if args.precision not in PRECISIONS:
+        raise CommandError(f"a SavedModel takes --precision {', '.join(PRECISIONS)}, not {args.precision} (that is "
+                           "--format litert's)")
     warmup_cap = getattr(args, "xla_warmup_max_length", None)
     if warmup_cap is not None and not args.xla:
         raise CommandError("--xla-warmup-max-length applies to the XLA export: add --xla")
@@ -291,8 +348,9 @@ def cmd_export_litert(args) -> None:
     from bert_keras.tasks import load_task_model
     if not args.out:
         raise CommandError("--format litert needs --out FILE.tflite")
-    if args.precision not in ("fp32", "fp16", "int8"):
-        raise CommandError(f"--format litert takes --precision fp32, fp16 or int8, not {args.precision}")
+    output_file(args.out, "--out", ".tflite", required=False)
+    if args.precision not in LITERT_PRECISIONS:
+        raise CommandError(f"--format litert takes --precision {', '.join(LITERT_PRECISIONS)}, not {args.precision}")
     from savedmodels.litert import export_litert
     try:
         model = load_task_model(args.model)
@@ -306,8 +364,11 @@ def cmd_export_litert(args) -> None:
 
 def cmd_export_hub(args) -> None:
     from bert_keras.loading import load_backbone
+    from bert_keras.source_config import check_max_seq_length
     from savedmodels.hub import export_hub_style
+    output_folder(args.out, "--out")
     try:
+        check_max_seq_length(args.model or _minilm_folder(), args.seq_length, "--seq-length")
         encoder, preprocessor = load_backbone(args.model or _minilm_folder(), args.vocab,
                                               lower_case(args))
         paths = export_hub_style(encoder, preprocessor, args.out, args.seq_length)
@@ -324,7 +385,11 @@ def cmd_serve(args) -> None:
 
     from savedmodels.batching import BatchingParameters
     from savedmodels.local_server import start_server
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")       # loads, swaps, refusals
+    # The server's own lines (loads, swaps, refusals), not every library's INFO (TensorFlow's "Restoring parameters").
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+    logging.getLogger("savedmodels").addHandler(handler)
+    logging.getLogger("savedmodels").setLevel(logging.INFO)
     models = dict(m.split("=", 1) if "=" in m else (os.path.basename(m.rstrip("/")), m) for m in args.models)
     try:
         batching = None
@@ -378,23 +443,27 @@ def _flag_value(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
-def add_training_flags(p, learning_rate: float, schedule: str) -> None:
-    """Flags shared by finetune and pretrain (their defaults: learning rate and schedule)."""
-    p.add_argument("--out", required=True, help="output folder (resumes there if a run was interrupted)")
-    p.add_argument("--batch-size", type=int, default=32, help="global batch size (default 32)")
-    p.add_argument("--learning-rate", type=float, default=learning_rate,
+def add_training_flags(p, learning_rate: float, schedule: str, lengths: str, progress: str) -> None:
+    """Flags shared by finetune and pretrain (their defaults: learning rate and schedule; their help on
+    --max-seq-length and --quiet)."""
+    p.add_argument("--out", required=True, help="output folder (resumes there if a run was interrupted; a "
+                   "finished run there is refused unless --overwrite)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="start afresh in --out even if a run finished (or stopped) there: its files are deleted")
+    p.add_argument("--batch-size", type=positive_int, default=32, help="global batch size (default 32)")
+    p.add_argument("--learning-rate", type=positive_float, default=learning_rate,
                    help=f"peak learning rate (default {learning_rate:g})")
     p.add_argument("--schedule", choices=["google", "linear"], default=schedule,
                    help="decay after warm-up: google (google-research/bert, peak * (1 - step/total)) or linear "
                         f"(transformers' get_linear_schedule_with_warmup, from the peak) (default {schedule})")
-    p.add_argument("--weight-decay", type=float, default=0.01,
+    p.add_argument("--weight-decay", type=non_negative_float, default=0.01,
                    help="AdamW's decoupled weight decay, not on LayerNorm or biases (default 0.01)")
-    p.add_argument("--adam-epsilon", type=float, default=1e-6, help="Adam's epsilon (default 1e-6)")
-    p.add_argument("--max-seq-length", type=int, help="longest sequence (default 128; 384 for SQuAD)")
+    p.add_argument("--adam-epsilon", type=positive_float, default=1e-6, help="Adam's epsilon (default 1e-6)")
+    p.add_argument("--max-seq-length", type=positive_int, help=f"longest sequence ({lengths})")
     p.add_argument("--mixed-precision", choices=["mixed_bfloat16", "mixed_float16"],
                    help="Keras mixed-precision policy (mixed_bfloat16 on TPU)")
     p.add_argument("--jit-compile", action="store_true", help="compile the train step with XLA")
-    p.add_argument("--steps-per-execution", type=int, default=1, help="steps per TPU call (default 1)")
+    p.add_argument("--steps-per-execution", type=positive_int, default=1, help="steps per TPU call (default 1)")
     p.add_argument("--strategy", default="auto", choices=["auto", "tpu", "mirrored", "multi_worker", "cpu"],
                    help="auto: a TPU when one is signalled, else several GPUs, else one device; on the JAX backend "
                         "data parallel over every JAX device (a TPU's cores); tpu; cpu (one device); mirrored and "
@@ -404,20 +473,22 @@ def add_training_flags(p, learning_rate: float, schedule: str) -> None:
                         "for today's Colab and Kaggle TPUs). The model file loads on either")
     p.add_argument("--tpu", help="Cloud TPU name or grpc://host:8470 (default: $TPU_NAME, else this TPU VM's TPU)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--quiet", action="store_true", help="one line per epoch instead of a progress bar")
-    p.add_argument("--log-every", type=int, default=10,
+    p.add_argument("--quiet", action="store_true", help=f"{progress} instead of a progress bar")
+    p.add_argument("--log-every", type=positive_int, default=10,
                    help="TensorBoard gets the loss and the learning rate every N steps (default 10)")
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="bert-keras", description="BERT for Keras 3 and TensorFlow.")
+    parser.add_argument("--version", action=VersionAction,
+                        help="print the versions of bert-keras, TensorFlow and Keras, and exit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("demo", help="fine-tune real MiniLM weights on a shipped SST-2 sample, export, serve over "
                                     "gRPC and classify sentences (1-3 minutes)")
     p.add_argument("sentences", nargs="*", help="sentences to classify (default: four built-in reviews)")
     p.add_argument("--out", help="run folder (default: bert_keras_demo/run-<time>; must be new or empty)")
-    p.add_argument("--epochs", type=float, default=1.0, help="epochs over the 1,000 sample phrases (default 1)")
+    p.add_argument("--epochs", type=positive_float, default=1.0, help="epochs over the 1,000 sample phrases (default 1)")
     p.add_argument("--quiet", action="store_true", help="one line per epoch instead of a progress bar")
     p.set_defaults(func=cmd_demo)
 
@@ -429,18 +500,22 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("presets", help="list the model sizes with their parameter counts")
     p.set_defaults(func=cmd_presets)
 
-    p = sub.add_parser("convert", help="convert a google-research, Model Garden or Hugging Face checkpoint")
-    p.add_argument("--checkpoint", required=True, help="checkpoint folder or TF checkpoint prefix")
-    p.add_argument("--out", help="write the encoder as a .keras file")
+    p = sub.add_parser("convert", help="convert a google-research, Model Garden or Hugging Face checkpoint, or a "
+                                       "fine-tuned task model to or from Hugging Face")
+    p.add_argument("--checkpoint", required=True, help="checkpoint folder or TF checkpoint prefix; a Hugging Face "
+                   "task folder (BertForSequenceClassification, ...TokenClassification, ...QuestionAnswering, "
+                   "...MultipleChoice); or a task model (.keras file or finetune --out folder)")
+    p.add_argument("--out", help="write the encoder (or the task model, with its preprocessor) as a .keras file")
     p.add_argument("--google-out", help="write a google-research TF1 checkpoint folder (with the cls/ heads it has)")
-    p.add_argument("--hf-out", help="write a Hugging Face folder (safetensors; BertForMaskedLM/BertForPreTraining "
+    p.add_argument("--hf-out", help="write a Hugging Face folder (safetensors; a task model's BertFor... class; "
+                   "BertForMaskedLM/BertForPreTraining "
                    "when the checkpoint has the heads)")
     p.set_defaults(func=cmd_convert)
 
     p = sub.add_parser("vocab", help="build a WordPiece vocab.txt from text files (TF.Text's BERT vocab tool)")
     p.add_argument("files", nargs="+", help="text files, one sentence or paragraph per line")
     p.add_argument("--out", required=True, help="the vocab.txt to write")
-    p.add_argument("--size", type=int, default=30522, help="target vocabulary size (default 30522)")
+    p.add_argument("--size", type=positive_int, default=30522, help="target vocabulary size (default 30522)")
     p.add_argument("--cased", action="store_true", help="keep case and accents (default: uncased)")
     p.set_defaults(func=cmd_vocab)
 
@@ -455,15 +530,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data", help="folder in the task's standard layout (e.g. GLUE's train.tsv/dev.tsv)")
     p.add_argument("--train", help="training file (overrides --data)")
     p.add_argument("--eval", help="evaluation file (overrides --data)")
-    add_training_flags(p, learning_rate=3e-5, schedule="linear")         # docs/accuracy.md: schedules
-    p.add_argument("--epochs", type=float, default=3, help="epochs (default 3; fractions allowed)")
-    p.add_argument("--warmup-proportion", type=float, default=0.1, help="linear warmup share (default 0.1)")
-    p.add_argument("--seq-length", type=int, help="fixed sequence length (TPUs); default: pad per batch")
-    p.add_argument("--max-train-examples", type=int, help="use only the first N training examples")
-    p.add_argument("--max-eval-examples", type=int, help="use only the first N evaluation examples")
-    p.add_argument("--doc-stride", type=int, help="SQuAD: window stride in tokens (default 128)")
-    p.add_argument("--max-query-length", type=int, help="SQuAD: question tokens kept (default 64)")
-    p.add_argument("--max-answer-length", type=int, help="SQuAD: longest answer in tokens (default 30)")
+    add_training_flags(p, learning_rate=3e-5, schedule="linear",         # docs/accuracy.md: schedules
+                       lengths="default 128; 384 for SQuAD", progress="one line per epoch")
+    p.add_argument("--epochs", type=positive_float, default=3, help="epochs (default 3; fractions allowed)")
+    p.add_argument("--warmup-proportion", type=fraction, default=0.1, help="linear warmup share (default 0.1)")
+    p.add_argument("--seq-length", type=positive_int, help="fixed sequence length (TPUs); default: pad per batch")
+    p.add_argument("--max-train-examples", type=positive_int, help="use only the first N training examples")
+    p.add_argument("--max-eval-examples", type=positive_int, help="use only the first N evaluation examples")
+    p.add_argument("--doc-stride", type=positive_int, help="SQuAD: window stride in tokens (default 128)")
+    p.add_argument("--max-query-length", type=positive_int, help="SQuAD: question tokens kept (default 64)")
+    p.add_argument("--max-answer-length", type=positive_int, help="SQuAD: longest answer in tokens (default 30)")
     p.add_argument("--null-score-diff-threshold", type=float, help="SQuAD 2.0: no-answer threshold (default 0)")
     p.set_defaults(func=cmd_finetune)
 
@@ -474,16 +550,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="output prefix, e.g. data/wiki (shards: data/wiki-00000-of-00004...)")
     p.add_argument("--vocab", required=True, help="vocab.txt")
     p.add_argument("--cased", action="store_true", default=None, help="keep case (default: from the vocabulary)")
-    p.add_argument("--shards", type=int, default=1)
-    p.add_argument("--max-seq-length", type=int, default=128)
-    p.add_argument("--max-predictions-per-seq", type=int, default=20)
-    p.add_argument("--masked-lm-prob", type=float, default=0.15)
-    p.add_argument("--short-seq-prob", type=float, default=0.1)
-    p.add_argument("--dupe-factor", type=int, default=10, help="passes over the data with different masks")
+    p.add_argument("--shards", type=positive_int, default=1)
+    p.add_argument("--max-seq-length", type=positive_int, default=128)
+    p.add_argument("--max-predictions-per-seq", type=positive_int, default=20)
+    p.add_argument("--masked-lm-prob", type=fraction, default=0.15)
+    p.add_argument("--short-seq-prob", type=fraction, default=0.1)
+    p.add_argument("--dupe-factor", type=positive_int, default=10, help="passes over the data with different masks")
     p.add_argument("--whole-word-mask", action="store_true")
     p.add_argument("--seed", type=int, default=12345)
-    p.add_argument("--workers", type=int, help="local processes (default: one per core this process may use)")
-    p.add_argument("--bucket-mb", type=float, default=64,
+    p.add_argument("--workers", type=positive_int, help="local processes (default: one per core this process may use)")
+    p.add_argument("--bucket-mb", type=positive_float, default=64,
                    help="text per bucket in MB (memory per worker follows it; random next sentences come from the "
                         "same bucket; the bytes written depend on it)")
     p.add_argument("--runner", help="run on Apache Beam instead (pip install bert-keras[beam]): DirectRunner, "
@@ -499,12 +575,14 @@ def build_parser() -> argparse.ArgumentParser:
     add_model_flags(p, "preset name (from scratch; needs --vocab), checkpoint folder or .keras file")
     p.add_argument("--records", help="pretraining TFRecords: comma-separated globs or folders")
     p.add_argument("--text", help="or: text files (comma-separated) for dynamic masking, MLM only")
-    add_training_flags(p, learning_rate=1e-4, schedule="google")         # google-research's pretraining
-    p.add_argument("--max-predictions-per-seq", type=int, default=20)
+    add_training_flags(p, learning_rate=1e-4, schedule="google",         # google-research's pretraining
+                       lengths="default 128; with --records, the records' own: pretraining-data --max-seq-length",
+                       progress="one line per --save-every steps")
+    p.add_argument("--max-predictions-per-seq", type=positive_int, default=20)
     p.add_argument("--no-nsp", action="store_true", help="masked LM only (records' NSP labels ignored)")
-    p.add_argument("--train-steps", type=int, default=1000)
-    p.add_argument("--save-every", type=int, default=100, help="checkpoint interval in steps (default 100)")
-    p.add_argument("--warmup-steps", type=int,
+    p.add_argument("--train-steps", type=positive_int, default=1000)
+    p.add_argument("--save-every", type=positive_int, default=100, help="checkpoint interval in steps (default 100)")
+    p.add_argument("--warmup-steps", type=non_negative_int,
                    help="linear warm-up steps (default 100; a tenth of --train-steps when that is below 100)")
     p.add_argument("--optimizer", choices=["adamw", "lamb"], default="adamw", help="lamb for large batches")
     p.set_defaults(func=cmd_pretrain)
@@ -514,19 +592,21 @@ def build_parser() -> argparse.ArgumentParser:
                    "folder holding it)")
     p.add_argument("--base-path", help="TF Serving model base folder (holds <name>/<version>/)")
     p.add_argument("--name", help="model name in TF Serving")
-    p.add_argument("--version", type=int, help="version number (default: the next free one)")
+    p.add_argument("--version", type=positive_int, help="version number (default: the next free one)")
     p.add_argument("--format", choices=["savedmodel", "litert"], default="savedmodel",
                    help="litert: one .tflite taking raw text (--out), run by LiteRTModel (docs/litert.md)")
     p.add_argument("--out", help="--format litert: the .tflite file to write")
-    p.add_argument("--precision", choices=sorted(set(PRECISIONS) | {"fp16"}), default="fp32",
-                   help="bf16: bfloat16 weights and matmuls (AVX512_BF16/AMX CPUs); int8: int8 weights, dynamic "
-                        "activation quantization (a quarter of the bytes, but slower than fp32 on TensorFlow's "
-                        "CPU kernels); same signatures and op check. LiteRT: fp32, fp16 or int8")
+    p.add_argument("--precision", choices=sorted(set(PRECISIONS) | set(LITERT_PRECISIONS)), default="fp32",
+                   metavar="PRECISION",
+                   help=f"SavedModel: {', '.join(PRECISIONS)} (bf16: bfloat16 weights and matmuls, for AVX512_BF16/"
+                        "AMX CPUs; int8: int8 weights, dynamic activation quantization, a quarter of the bytes but "
+                        "slower than fp32 on TensorFlow's CPU kernels; same signatures and op check). --format "
+                        f"litert: {', '.join(LITERT_PRECISIONS)} (fp16: float16 weights). Default fp32")
     p.add_argument("--xla", action="store_true",
                    help="encoder + head in one XLA-compiled function on padded shapes (length buckets 16/32/64/128/"
                         "max, batch sizes 1-32), warm-up for each; serve with --xla_cpu_compilation_enabled=true "
                         "(docs/xla-serving.md)")
-    p.add_argument("--xla-warmup-max-length", type=int, metavar="N",
+    p.add_argument("--xla-warmup-max-length", type=positive_int, metavar="N",
                    help="--xla: warm up the length buckets up to N only (e.g. 128 for sentences on a model packing "
                         "up to 512: a faster load); longer buckets compile on their first request (default: all)")
     p.set_defaults(func=cmd_export)
@@ -534,7 +614,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("export-hub", help="write an encoder as TF Hub-style preprocessor + encoder SavedModels")
     add_model_flags(p, "checkpoint folder, zoo name, .keras file or preset (default: all-MiniLM-L6-v2)")
     p.add_argument("--out", required=True, help="folder for preprocessor/ and encoder/")
-    p.add_argument("--seq-length", type=int, default=128, help="the preprocessor's fixed length (default 128)")
+    p.add_argument("--seq-length", type=positive_int, default=128, help="the preprocessor's fixed length (default 128)")
     p.set_defaults(func=cmd_export_hub)
 
     p = sub.add_parser("serve", help="serve exports over TF Serving's gRPC protocol (in-process test server)")
@@ -558,7 +638,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="NAME=TEXT, repeatable: --input text='a fine film' (pairs: text_a=... text_b=...)")
     p.add_argument("--signature", default="serving_default")
     p.add_argument("--classify", action="store_true", help="use the Classify API (tf.Example) instead of Predict")
-    p.add_argument("--timeout", type=float, default=30.0)
+    p.add_argument("--timeout", type=positive_float, default=30.0)
     p.set_defaults(func=cmd_predict)
 
     attention.add_parser(sub)
@@ -598,8 +678,25 @@ def _check_backend(wanted: str | None) -> None:
             raise CommandError("the JAX backend needs JAX: pip install jax (on a TPU VM: pip install 'jax[tpu]')")
 
 
+def output_folder(path: str | None, flag: str) -> None:
+    """A folder flag naming an existing file is refused before anything loads."""
+    if path and os.path.exists(path) and not os.path.isdir(path):
+        raise CommandError(f"{flag} {path} is a file: give a folder")
+
+
+def output_file(path: str | None, flag: str, suffix: str, required: bool = True) -> None:
+    """A file flag naming a folder, or (when `required`) without the file type's suffix, is refused before
+    anything loads."""
+    if path and os.path.isdir(path):
+        raise CommandError(f"{flag} {path} is a folder: name the {suffix} file to write")
+    if path and required and not path.endswith(suffix):
+        raise CommandError(f"{flag} {path}: name a {suffix} file")
+
+
 def main(argv=None) -> int:
     args = parse_command_line(argv)
+    from bert_keras_cli.absl_logs import quiet_tensorflow_logs
+    quiet_tensorflow_logs()                           # before any command loads TensorFlow
     try:
         if hasattr(args, "backend"):                  # the training commands
             _check_backend(args.backend)
@@ -609,6 +706,9 @@ def main(argv=None) -> int:
         return 2
     except BrokenPipeError:          # output piped into `head`
         sys.stderr.close()
+    except KeyboardInterrupt:        # Ctrl-C: one line, not a traceback (a training run resumes when rerun)
+        print(f"\nbert-keras {args.command}: interrupted", file=sys.stderr)
+        return 130
     return 0
 
 

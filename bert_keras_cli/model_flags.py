@@ -21,13 +21,17 @@ def lower_case(args) -> bool | None:
 
 def load_model_flags(args, **preprocessor_args):
     """(source, encoder, preprocessor) for --model (default: the real all-MiniLM-L6-v2), --vocab and --cased; a
-    source that cannot be read is a CommandError naming why."""
+    source that cannot be read is a CommandError naming why. The commands that take these flags (features, probe,
+    attention) read hidden states or attention, never the pooler: a checkpoint without one loads without its
+    warning."""
+    from bert_keras.checkpoints.load import pooler_unused
     from bert_keras.loading import bundled_minilm_folder, load_backbone
     from bert_keras.source_config import check_max_seq_length
     try:
         source = args.model or bundled_minilm_folder()
         for key in ("max_seq_length", "seq_length"):        # named as flags, before anything loads
             check_max_seq_length(source, preprocessor_args.get(key), "--" + key.replace("_", "-"))
-        return (source, *load_backbone(source, args.vocab, lower_case(args), **preprocessor_args))
+        with pooler_unused():
+            return (source, *load_backbone(source, args.vocab, lower_case(args), **preprocessor_args))
     except (FileNotFoundError, ValueError, RuntimeError) as e:
         raise CommandError(str(e)) from None

@@ -31,17 +31,28 @@ quantized per call: "dynamic range", XNNPACK's int8 path). The tokenizer is unto
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
+import sys
+import tempfile
 
 import tensorflow as tf
 
 from bert_keras.atomic import atomic_file
 from bert_keras.layers import litert_layers
 from savedmodels.litert_text import TFTEXT_OPS, LiteRTPreprocessor
+from savedmodels.precision import LITERT_PRECISIONS
 
-PRECISIONS = ("fp32", "fp16", "int8")
+PRECISIONS = LITERT_PRECISIONS
 METADATA = "bert_keras"
+# The converter's notice for a graph with custom ops (tensorflow/compiler/mlir/lite/flatbuffer_export.cc, a WARNING
+# written from C++): "The following operation(s) need TFLite custom op implementation(s):", the ops, their details,
+# "See instructions: ...". TF.Text's ops have those implementations (registered when the interpreter is made).
+CUSTOM_OP_NOTICE = re.compile(r"^[^\n]*The following operation\(s\) need TFLite custom op implementation\(s\):\n"
+                              r"Custom ops: (?P<ops>[^\n]*)\n(?:[^\n]*\n)*?See instructions: [^\n]*ops_custom\n?",
+                              re.M)
 ONE_TEXT = "serving_one"        # a classifier's one-text signature (see convert)
 
 
@@ -174,7 +185,7 @@ def convert(model, precision: str = "fp32") -> bytes:
         converter.optimizations = [tf.lite.Optimize.DEFAULT]
         if precision == "fp16":
             converter.target_spec.supported_types = [tf.float16]
-    flatbuffer = converter.convert()
+    flatbuffer = _convert(converter)
     check_ops(flatbuffer)
     return _with_metadata(flatbuffer, {**meta, "precision": precision, "lower_case": inner.lower_case})
 
@@ -192,9 +203,47 @@ def tokenizer_flatbuffer(preprocessor) -> bytes:
     converter = tf.lite.TFLiteConverter.from_concrete_functions([function], tf.Module())
     converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
     converter.allow_custom_ops = True
-    flatbuffer = converter.convert()
+    flatbuffer = _convert(converter)
     check_ops(flatbuffer)
     return flatbuffer
+
+
+def _convert(converter) -> bytes:
+    """converter.convert() without the converter's notice that TF.Text's ops "need TFLite custom op
+    implementation(s) ... See instructions" (they have them: TF.Text's TFLite kernels; check_ops refuses any other
+    custom op). Every other line the conversion writes reaches stderr as before, after it."""
+    with _stderr_filtered(without_custom_op_notice):
+        return converter.convert()
+
+
+def without_custom_op_notice(text: str) -> str:
+    """`text` less the converter's custom-op notices that name only TF.Text's ops (TFTEXT_OPS); a notice naming
+    any other op stays."""
+    def keep(notice):
+        ops = {name.strip() for name in notice.group("ops").split(",")}
+        return "" if ops <= set(TFTEXT_OPS) else notice.group()
+    return CUSTOM_OP_NOTICE.sub(keep, text)
+
+
+@contextlib.contextmanager
+def _stderr_filtered(keep):
+    """Within: file descriptor 2 (where TensorFlow's C++ writes, and sys.stderr) goes to a temporary file; on the
+    way out (an error too), `keep(what was written)` is written to stderr."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with tempfile.TemporaryFile() as f:
+            os.dup2(f.fileno(), 2)
+            try:
+                yield
+            finally:
+                sys.stderr.flush()
+                os.dup2(saved, 2)
+                f.seek(0)
+                sys.stderr.write(keep(f.read().decode("utf-8", "replace")))
+                sys.stderr.flush()
+    finally:
+        os.close(saved)
 
 
 def export_litert(model, path: str, precision: str = "fp32") -> str:

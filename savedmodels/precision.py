@@ -18,6 +18,7 @@ from __future__ import annotations
 import warnings
 
 PRECISIONS = ("fp32", "bf16", "int8")
+LITERT_PRECISIONS = ("fp32", "fp16", "int8")      # `--format litert` (savedmodels/litert.py): float16 weights, no bf16
 INSTRUCTIONS = {"bf16": ("avx512_bf16", "amx_bf16"), "int8": ("avx512_vnni", "avx_vnni", "amx_int8")}
 
 

@@ -1,11 +1,16 @@
+import subprocess
+import sys
 from pathlib import Path
 
 import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 
+import bert_keras
 from bert_keras import load_checkpoint
 from bert_keras_cli.main import main
+from conftest import REPO
 
 
 def test_convert_writes_a_keras_file_and_a_tf1_checkpoint(minilm_dir, tmp_path):
@@ -32,6 +37,39 @@ def test_export_refuses_a_warmup_cap_without_xla(tmp_path, capsys):
     argv = ["export", "--model", str(tmp_path), "--base-path", str(tmp_path), "--name", "m"]
     assert main(argv + ["--xla-warmup-max-length", "64"]) == 2
     assert "add --xla" in capsys.readouterr().err
+
+
+def test_version_is_one_line_read_without_importing_tensorflow():
+    """`bert-keras --version`: the versions the packages themselves report, on one line, in a process that never
+    imports TensorFlow (its import alone takes seconds)."""
+    script = ("import sys\nfrom bert_keras_cli.main import main\ntry:\n    main(['--version'])\nexcept SystemExit:\n"
+              "    pass\nprint('tensorflow' in sys.modules, 'keras' in sys.modules)")
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert run.stdout.splitlines() == [f"bert-keras {bert_keras.__version__} (TensorFlow {tf.__version__}, Keras "
+                                       f"{keras.__version__})", "False False"], run.stderr
+
+
+def test_export_offers_and_checks_each_formats_precisions(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        main(["export", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "SavedModel: fp32, bf16, int8" in help_text and "--format litert: fp32, fp16, int8" in help_text
+    argv = ["export", "--model", str(tmp_path / "missing.keras"), "--precision"]
+    assert main([*argv, "fp16", "--base-path", str(tmp_path), "--name", "m"]) == 2
+    assert "a SavedModel takes --precision fp32, bf16, int8, not fp16" in capsys.readouterr().err
+    assert main([*argv, "bf16", "--format", "litert", "--out", str(tmp_path / "m.tflite")]) == 2
+    assert "--format litert takes --precision fp32, fp16, int8, not bf16" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("command,says,not_says", [("pretrain", "the records' own", "SQuAD"),
+                                                   ("finetune", "384 for SQuAD", "records")])
+def test_training_flags_help_speaks_of_its_own_command(command, says, not_says, capsys):
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    length_help = text[text.index("--max-seq-length MAX_SEQ_LENGTH longest"):][:160]
+    assert says in length_help and not_says not in length_help
 
 
 def test_presets_lists_parameter_counts(capsys):

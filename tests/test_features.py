@@ -209,6 +209,31 @@ def test_cli_writes_the_npz(tmp_path, minilm_vocab, capsys):
     assert [p.name for p in tmp_path.iterdir() if ".partial" in p.name] == []
 
 
+def test_a_checkpoint_without_a_pooler_warns_where_the_pooler_is_read_not_in_features(encoder, minilm_vocab, tmp_path,
+                                                                                      capsys):
+    """A Hugging Face BertForMaskedLM folder has no pooler weights: loading its encoder warns (its pooled_output is
+    random), `bert-keras features` (hidden states only) does not."""
+    from safetensors.numpy import load_file
+
+    from bert_keras.checkpoints.huggingface import write_huggingface
+    from bert_keras.checkpoints.load import MissingPoolerWarning
+    from bert_keras.checkpoints.names import POOLER_NAMES, encoder_weights
+    from bert_keras_cli.main import main
+    folder = tmp_path / "masked_lm"
+    weights = {name: np.asarray(v) for name, v in encoder_weights(encoder).items() if name not in POOLER_NAMES}
+    write_huggingface(weights, str(folder), encoder.config, vocab_file=minilm_vocab)
+    assert not [name for name in load_file(str(folder / "model.safetensors")) if "pooler" in name]
+    with pytest.warns(MissingPoolerWarning, match="has no pooler weights"):
+        bert_keras.load_checkpoint(str(folder))
+    (tmp_path / "texts.txt").write_text("\n".join(TEXTS), encoding="utf-8")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", MissingPoolerWarning)
+        assert main(["features", str(tmp_path / "texts.txt"), "--model", str(folder), "--out",
+                     str(tmp_path / "f.npz")]) == 0
+    out = capsys.readouterr()
+    assert "pooler" not in out.out + out.err
+
+
 def test_cli_refuses_bad_input(tmp_path, minilm_vocab, capsys):
     from bert_keras_cli.main import main
     texts = tmp_path / "texts.txt"

@@ -9,8 +9,10 @@ Formats, detected from the files:
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
+import warnings
 
 import tensorflow as tf
 
@@ -20,6 +22,25 @@ from bert_keras.checkpoints.huggingface import read_huggingface
 from bert_keras.checkpoints.huggingface_tasks import task_names
 from bert_keras.checkpoints.names import POOLER_NAMES, assign_encoder_weights, encoder_weights, split_heads
 from bert_keras.config import BertConfig
+
+
+class MissingPoolerWarning(UserWarning):
+    """A checkpoint without pooler weights was loaded: the encoder's `pooled_output` comes from random weights."""
+
+
+@contextlib.contextmanager
+def pooler_unused():
+    """Within: loading a checkpoint without pooler weights warns nothing (MissingPoolerWarning). For the loads
+    whose pooler is never read (features, attention maps, the masked LM, token and span heads) or is trained
+    (fine-tuning, pretraining): the warning is for those that read an untrained `pooled_output`.
+
+    Example:
+        >>> with pooler_unused():
+        ...     config, encoder = load_checkpoint("hf_masked_lm_folder")   # doctest: +SKIP
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", MissingPoolerWarning)
+        yield
 
 
 def _tf_prefix(path: str) -> str | None:
@@ -39,9 +60,10 @@ def _tf_prefix(path: str) -> str | None:
 
 
 def unreadable_checkpoint(prefix: str, error) -> Exception:
-    """The error for a TF checkpoint TensorFlow cannot read (`error`, a tf.errors.OpError): FileNotFoundError
-    naming a missing data file, else ValueError (damaged or cut short); both say to fetch the checkpoint again."""
-    problem = (error.message or str(error)).strip().splitlines()[0]
+    """The error for a TF checkpoint TensorFlow cannot read (`error`: a tf.errors.OpError, or the IndexError its
+    reader raises for a data file cut short): FileNotFoundError naming a missing data file, else ValueError
+    (damaged or cut short); both say to fetch the checkpoint again."""
+    problem = (getattr(error, "message", None) or str(error) or type(error).__name__).strip().splitlines()[0]
     data = sorted(glob.glob(glob.escape(prefix) + ".data-*"))
     if isinstance(error, tf.errors.NotFoundError) or "No such file" in problem or not data:
         return FileNotFoundError(f"the checkpoint {prefix} is incomplete: {problem} (its .index names data files "
@@ -101,7 +123,7 @@ def read_checkpoint(path: str, config: BertConfig | None = None) -> tuple[BertCo
             return config, read_google_checkpoint(prefix), "google"
         if is_garden_checkpoint(names):
             return config, read_garden_checkpoint(prefix), "garden"
-    except tf.errors.OpError as e:            # a data file missing, or a file cut short
+    except (tf.errors.OpError, IndexError) as e:    # a data file missing, or cut short ("Read less bytes ...")
         raise unreadable_checkpoint(prefix, e) from None
     raise ValueError(f"{prefix} is neither a google-research BERT checkpoint (names 'bert/...') nor a Model "
                      f"Garden BertEncoder checkpoint (names '<root>/layer_with_weights-N/...'); "
@@ -142,7 +164,8 @@ def load_checkpoint_with_heads(path: str, config: BertConfig | None = None):
     """`load_checkpoint` plus the pretraining heads the checkpoint holds ({`cls/...` name: array}, maybe empty).
 
     A checkpoint without a pooler (Hugging Face's `BertForMaskedLM` saves none) loads with the pooler at its
-    initial weights and a warning, as transformers does; every other weight must be there. A Hugging Face task
+    initial weights and a MissingPoolerWarning, as transformers does (not within `pooler_unused()`, for callers
+    that never read the pooler or train it); every other weight must be there. A Hugging Face task
     folder's head (`classifier.*`, `qa_outputs.*`) is not returned (huggingface_tasks.read_task_head reads it);
     its token and span models have no pooler, and load without the warning (their heads never use it).
 
@@ -168,10 +191,9 @@ def load_checkpoint_with_heads(path: str, config: BertConfig | None = None):
     # A token or span model of transformers (add_pooling_layer=False) has no pooler, and its head never uses one.
     poolerless_task = fmt == "huggingface" and getattr(task_names(path), "pooler", True) is False
     if not set(POOLER_NAMES) <= set(weights) and not poolerless_task:
-        import warnings
         warnings.warn(f"{path} has no pooler weights (a Hugging Face BertForMaskedLM saves none): the pooler keeps "
                       "its random initial weights; fine-tune it, or use a checkpoint with bert/pooler/dense/*",
-                      stacklevel=2)
+                      MissingPoolerWarning, stacklevel=2)
     return config, encoder, heads
 
 

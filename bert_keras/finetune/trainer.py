@@ -29,6 +29,7 @@ import time
 import tensorflow as tf
 
 from bert_keras.atomic import atomic_file, write_json
+from bert_keras.checkpoints.load import pooler_unused
 from bert_keras.finetune.source_head import start_from_source_head
 from bert_keras.loading import load_backbone
 from bert_keras.training.callbacks import EpochEvaluation, EpochTimer, TrainingCurves  # noqa: F401 (old home)
@@ -209,7 +210,7 @@ def _finetune(config: FinetuneConfig, callbacks: list | None) -> dict:
     out = output_folder(strategy, config.out)
     os.makedirs(out, exist_ok=True)
     drop = static_batches(strategy, config.seq_length, config.jit_compile)
-    with strategy.scope():
+    with strategy.scope(), pooler_unused():         # the pooler is fine-tuned, or unused (task.uses_pooler)
         encoder, preprocessor = load_backbone(config.model, config.vocab, config.lower_case,
                                               seq_length=config.seq_length, max_seq_length=config.max_seq_length)
         model = task.build_model(encoder, preprocessor, train)

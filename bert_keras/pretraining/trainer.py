@@ -17,6 +17,7 @@ import os
 import keras
 
 from bert_keras.atomic import atomic_file
+from bert_keras.checkpoints.load import pooler_unused
 from bert_keras.training.resume import restore_resume_point, save_resume_point
 from bert_keras.training.config import TrainingConfig
 
@@ -143,13 +144,16 @@ def _pretrain(config: PretrainConfig) -> dict:
         missing = [f for f in files if not os.path.exists(f)]
         if missing:
             raise FileNotFoundError(f"no such file: {', '.join(missing)}")
+        from bert_keras.data.text_files import check_utf8
+        for file in files:                   # UTF-8, or the first bad byte named, before the model is built
+            check_utf8(file)
     if config.warmup_steps is None and warmup != DEFAULT_WARMUP_STEPS:
         print(f"warm-up: {warmup} steps (a tenth of --train-steps {config.train_steps}; set --warmup-steps to "
               "change it)", flush=True)
     out = output_folder(strategy, config.out)
     os.makedirs(out, exist_ok=True)
     checkpoint = StepCheckpoint(os.path.join(out, "checkpoint"), config.save_every, config.seed)
-    with strategy.scope():
+    with strategy.scope(), pooler_unused():         # the pooler is trained (NSP), or unused (MLM only)
         encoder, preprocessor = load_backbone(config.model, config.vocab, config.lower_case,
                                               max_seq_length=config.max_seq_length)
         model = BertPretrainer(encoder)

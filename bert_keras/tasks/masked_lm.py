@@ -253,9 +253,11 @@ def load_masked_lm(source: str, vocab: str | None = None, lower_case: bool | Non
         >>> model.fill_mask("The [MASK] is blue.")[0][0][0]["token"]      # doctest: +SKIP
         'sky'
     """
+    from bert_keras.checkpoints.load import pooler_unused
     from bert_keras.config import PRESETS
     from bert_keras.loading import load_backbone_and_heads
-    encoder, preprocessor, heads = load_backbone_and_heads(source, vocab, lower_case, **preprocessor_args)
+    with pooler_unused():                               # the masked LM never reads the pooler
+        encoder, preprocessor, heads = load_backbone_and_heads(source, vocab, lower_case, **preprocessor_args)
     model = BertMaskedLM(encoder, preprocessor, top_k=top_k)
     if source in PRESETS:
         return model

@@ -8,6 +8,7 @@ SavedModel's serving_default runs, tests/savedmodels/test_export.py holds the tw
 
 import os
 import pathlib
+import subprocess
 import sys
 
 import keras
@@ -22,7 +23,8 @@ pytest.importorskip("ai_edge_litert")
 from bert_keras.preprocessing import BertPreprocessor  # noqa: E402
 from bert_keras.preprocessing.vocab import SPECIAL_TOKENS  # noqa: E402
 from bert_keras.tasks import BertClassifier  # noqa: E402
-from savedmodels.litert import check_ops, convert, custom_ops, tokenizer_flatbuffer  # noqa: E402
+from savedmodels.litert import (check_ops, convert, custom_ops, tokenizer_flatbuffer,  # noqa: E402
+                                without_custom_op_notice)
 from savedmodels.litert_runner import LiteRTModel  # noqa: E402
 from savedmodels.litert_text import TFTEXT_OPS  # noqa: E402
 
@@ -114,6 +116,45 @@ def test_a_graph_needing_flex_is_refused_with_the_op_named():
     converter.allow_custom_ops = True
     with pytest.raises(ValueError, match="StaticRegexReplace.*Flex"):
         check_ops(converter.convert())
+
+
+NOTICE = ("2026-11-29 05:03:18.270451: W tensorflow/compiler/mlir/lite/flatbuffer_export.cc:4093] The following "
+          "operation(s) need TFLite custom op implementation(s):\nCustom ops: {ops}\nDetails:\n\ttf.{op}(tensor<?x!"
+          "tf_type.string>) -> (tensor<?x!tf_type.string>) : {{device = \"\"}}\nSee instructions: "
+          "https://www.tensorflow.org/lite/guide/ops_custom\n")      # TensorFlow 2.20's, as an export printed it
+
+
+def test_the_converters_notice_is_dropped_for_tftext_ops_only():
+    ours = NOTICE.format(ops=", ".join(sorted(TFTEXT_OPS)), op=sorted(TFTEXT_OPS)[0])
+    other = NOTICE.format(ops="FastBertNormalize, MyOp", op="MyOp")
+    assert without_custom_op_notice(f"a line before\n{ours}a line after\n") == "a line before\na line after\n"
+    assert without_custom_op_notice(other) == other
+
+
+CONVERT_TWICE = """
+import sys
+import savedmodels.litert as litert
+from bert_keras.preprocessing import BertPreprocessor
+pre = BertPreprocessor(sys.argv[1])
+litert.tokenizer_flatbuffer(pre)
+print("-- unfiltered --", file=sys.stderr, flush=True)
+litert._convert = lambda converter: converter.convert()
+litert.tokenizer_flatbuffer(pre)
+"""
+
+
+def test_the_export_prints_no_custom_op_notice_where_tensorflow_prints_one(minilm_vocab):
+    """In a process at TensorFlow's default level for a library user (TF_CPP_MIN_LOG_LEVEL 1: warnings print), the
+    converter's notice for TF.Text's ops, written from C++, is gone from the export's stderr; the same conversion
+    without the filter prints it."""
+    from conftest import REPO
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "1"}
+    run = subprocess.run([sys.executable, "-c", CONVERT_TWICE, minilm_vocab], capture_output=True, text=True, cwd=REPO,
+                         env=env, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    filtered, unfiltered = run.stderr.split("-- unfiltered --")
+    assert "need TFLite custom op implementation(s)" in unfiltered, "TensorFlow no longer prints the notice"
+    assert "custom op" not in filtered and "ops_custom" not in filtered, filtered
 
 
 # ---- every task kind against its own serve --------------------------------------------------------------------
