@@ -1,12 +1,17 @@
 """The README's notebook snippet runs as written (load the fine-tuned model.keras, predict on text, classify,
 fine-tune and evaluate on text), against a tiny `bert-keras finetune` run in runs/sst2 of a scratch folder; the
-README's export commands work from that one file. The README stays a page for users (at most 250 lines), and what
-README.md and docs/*.md point at exists: relative links and their #anchors, repository paths, and every
-`bert-keras` command line parses with the command's own parser."""
+README's export commands work from that one file, and `bert-keras serve` serves the export. The finetune, the
+fp32 export and serve run as the command a user runs (a process of their own, TF_CPP_MIN_LOG_LEVEL unset), and
+print no line of TensorFlow's own logging (issue 48: no cuInit error on a CPU-only machine, no start-up notices).
+The README stays a page for users (at most 250 lines), and what README.md and docs/*.md point at exists: relative
+links and their #anchors, repository paths, and every `bert-keras` command line parses with the command's own
+parser."""
 
 import pathlib
 import re
 import shlex
+import signal
+import socket
 import subprocess
 import sys
 
@@ -14,6 +19,19 @@ import pytest
 
 from bert_keras.data import SAMPLES
 from conftest import REPO
+from tensorflow_log_lines import command_env, tensorflow_log_lines
+
+BERT_KERAS = str(pathlib.Path(sys.executable).parent / "bert-keras")
+STDERR = {}                 # command -> its stderr, from the runs below
+
+
+def bert_keras(*args, **kwargs) -> subprocess.CompletedProcess:
+    """`bert-keras ARGS` as a user's shell runs it; its stderr is kept in STDERR under the command's name."""
+    run = subprocess.run([BERT_KERAS, *map(str, args)], capture_output=True, text=True, env=command_env(),
+                         timeout=900, **kwargs)
+    assert run.returncode == 0, run.stderr[-3000:]
+    STDERR[args[0]] = run.stderr
+    return run
 
 
 def readme_block(marker: str) -> str:
@@ -25,11 +43,10 @@ def readme_block(marker: str) -> str:
 @pytest.fixture(scope="module")
 def workdir(minilm_vocab, tmp_path_factory):
     """A scratch folder holding runs/sst2, a tiny `bert-keras finetune` run (what the README's commands assume)."""
-    from bert_keras_cli.main import main
     folder = tmp_path_factory.mktemp("readme")
-    assert main(["finetune", "--quiet", "--task", "sst-2", "--model", "bert_tiny", "--vocab", minilm_vocab,
-                 "--train", f"{SAMPLES}/sst2_train.tsv", "--out", str(folder / "runs" / "sst2"), "--epochs", "1",
-                 "--batch-size", "16", "--max-train-examples", "64"]) == 0
+    bert_keras("finetune", "--quiet", "--task", "sst-2", "--model", "bert_tiny", "--vocab", minilm_vocab,
+               "--train", f"{SAMPLES}/sst2_train.tsv", "--out", folder / "runs" / "sst2", "--epochs", "1",
+               "--batch-size", "16", "--max-train-examples", "64")
     return folder
 
 
@@ -44,7 +61,8 @@ def test_notebook_snippet_runs_as_written(workdir):
 
 @pytest.mark.integration
 def test_every_command_works_from_the_one_file(workdir, tmp_path):
-    """`bert-keras export` (also --precision int8) and `export-hub` take the finetune run's model.keras alone."""
+    """`bert-keras export` (also --precision int8) and `export-hub` take the finetune run's model.keras alone; `bert-keras
+    serve` answers with the fp32 export's labels."""
     import keras
     import numpy as np
 
@@ -56,13 +74,40 @@ def test_every_command_works_from_the_one_file(workdir, tmp_path):
     model = keras.models.load_model(run / "model.keras")
     texts = ["a gorgeous film", "a waste of time", ""]
     for name, flags in (("fp32", []), ("int8", ["--precision", "int8"])):
-        assert main(["export", "--model", str(run / "model.keras"), "--base-path", str(tmp_path / "serving"),
-                     "--name", name, *flags]) == 0
+        argv = ["export", "--model", str(run / "model.keras"), "--base-path", str(tmp_path / "serving"),
+                "--name", name, *flags]
+        if name == "fp32":
+            bert_keras(*argv)                           # the command's own process (its stderr is checked below)
+        else:
+            assert main(argv) == 0
         served = SessionBundle(str(tmp_path / "serving" / name / "1")).run("serving_default", {"text": texts})
         np.testing.assert_allclose(served["logits"], model.predict(texts, verbose=0), atol=1e-5 if name == "fp32"
                                    else 0.05)
     assert (tmp_path / "serving" / "batching_parameters.txt").exists()
     assert main(["export-hub", "--model", str(run / "model.keras"), "--out", str(tmp_path / "hub")]) == 0
+    labels = serve_and_ask(tmp_path / "serving" / "fp32", texts)
+    assert labels == [model.label_names[i] for i in model.predict(texts, verbose=0).argmax(-1)]
+    for command in ("finetune", "export", "serve"):
+        assert tensorflow_log_lines(STDERR[command]) == [], f"bert-keras {command}:\n{STDERR[command][-3000:]}"
+
+
+def serve_and_ask(base_path, texts) -> list[str]:
+    """`bert-keras serve BASE_PATH` in its own process, asked over gRPC, then stopped as a user stops it (Ctrl-C);
+    its stderr is kept in STDERR["serve"]. Returns the labels it answered."""
+    from savedmodels.client import ServingClient
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen([BERT_KERAS, "serve", f"sst2={base_path}", "--port", str(port)], text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=command_env())
+    try:
+        line = server.stdout.readline()                 # "serving sst2 on 127.0.0.1:PORT ...", once it listens
+        assert line.startswith("serving sst2"), line + server.stderr.read()[-3000:]
+        outputs = ServingClient(f"127.0.0.1:{port}", "sst2").predict({"text": texts})
+    finally:
+        server.send_signal(signal.SIGINT)
+        _, STDERR["serve"] = server.communicate(timeout=120)
+    return [label.decode() for label in outputs["label"]]
 
 
 MARKDOWN = ["README.md", *sorted(str(p.relative_to(REPO)) for p in (REPO / "docs").glob("*.md"))]
