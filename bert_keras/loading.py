@@ -57,7 +57,10 @@ def load_backbone(source: str, vocab: str | None = None, lower_case: bool | None
     Raises:
         FileNotFoundError: the source is none of the above, or no vocabulary was found
             (`preprocessing.folder_vocab.MissingVocabularyError`: pass `vocab=`).
-        ValueError: tokenizer.json is not a BERT WordPiece tokenizer, or disagrees with vocab.txt.
+        ValueError: tokenizer.json is not a BERT WordPiece tokenizer, or disagrees with vocab.txt; a `.keras`
+            file that is damaged or holds no BERT encoder; `max_seq_length` (default: 512, or the model's
+            `max_position_embeddings` when fewer) or `seq_length` over the model's positions, refused before
+            anything loads when the source's configuration tells them (source_config.py).
 
     Example:
         >>> encoder, preprocessor = bert_keras.loading.load_backbone("bert_tiny", vocab="vocab.txt", seq_length=16)
@@ -81,12 +84,30 @@ def load_backbone_and_heads(source: str, vocab: str | None = None, lower_case: b
     Returns:
         (BertEncoder, BertPreprocessor, dict of NumPy arrays).
 
+    Raises:
+        ValueError: `max_seq_length` or `seq_length` is over the model's `max_position_embeddings` (checked on
+            its configuration before the weights load: source_config.py); as `load_backbone` otherwise.
+
     Example:
         >>> encoder, preprocessor, heads = bert_keras.loading.load_backbone_and_heads("bert_tiny", vocab="vocab.txt")
         >>> heads
         {}
     """
-    import keras
+    from bert_keras.source_config import check_max_seq_length, max_positions
+    limit = max_positions(source)            # from the configuration, before anything loads
+    if preprocessor_args.get("max_seq_length") is None:      # BertPreprocessor's 512, or the model's fewer
+        preprocessor_args["max_seq_length"] = min(512, limit or 512)
+    for key in ("max_seq_length", "seq_length"):
+        check_max_seq_length(source, preprocessor_args.get(key), key)
+    encoder, preprocessor, heads = _load_backbone_and_heads(source, vocab, lower_case, preprocessor_args)
+    positions = encoder.config.max_position_embeddings            # a source whose configuration was not read
+    if preprocessor.max_seq_length > positions:
+        raise ValueError(f"max_seq_length {preprocessor.max_seq_length} is over the {positions} positions of "
+                         f"{source} (its max_position_embeddings): give max_seq_length {positions} or less")
+    return encoder, preprocessor, heads
+
+
+def _load_backbone_and_heads(source: str, vocab: str | None, lower_case: bool | None, preprocessor_args: dict):
     import numpy as np
 
     from bert_keras.config import PRESETS
@@ -102,10 +123,14 @@ def load_backbone_and_heads(source: str, vocab: str | None = None, lower_case: b
     elif source.endswith(".keras"):
         # A task model's class is found in Keras' registry, which `import bert_keras` filled (the package imports
         # bert_keras.tasks before any caller gets here): this module never imports tasks, which import it.
-        if not os.path.exists(source):
-            raise FileNotFoundError(f"no such model file: {source}")
-        model = keras.models.load_model(source)
+        from bert_keras.encoder import BertEncoder
+        from bert_keras.model_files import load_model_file
+        model = load_model_file(source)
         encoder = getattr(model, "encoder", model)
+        if not isinstance(encoder, BertEncoder):
+            raise ValueError(f"{source} holds a {type(model).__name__}, not a BERT encoder or a bert-keras task "
+                             "model: give a .keras file bert-keras wrote (convert --out, finetune, pretrain), a "
+                             "checkpoint folder, a zoo name or a preset")
         if hasattr(model, "mlm_head"):
             heads = {name: np.asarray(v) for name, v in model.mlm_head.checkpoint_variables().items()}
         folder = os.path.dirname(source) or "."

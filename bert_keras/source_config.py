@@ -15,6 +15,7 @@ import zipfile
 
 KEY = "max_position_embeddings"
 DEFAULT = 512            # BertConfig's default, and every released BERT's
+MIN_LENGTH = 3           # [CLS], one word piece, [SEP]
 
 
 def max_positions(source: str) -> int | None:
@@ -61,7 +62,7 @@ def check_max_seq_length(source: str, max_seq_length: int | None, flag: str = "-
         flag: how the length is named in the message (the command-line flag, or the Python argument).
 
     Raises:
-        ValueError: `max_seq_length` is over the source's `max_position_embeddings`.
+        ValueError: `max_seq_length` is over the source's `max_position_embeddings`, or under 3.
 
     Example:
         >>> bert_keras.source_config.check_max_seq_length("bert_tiny", 384)
@@ -72,6 +73,9 @@ def check_max_seq_length(source: str, max_seq_length: int | None, flag: str = "-
     """
     if max_seq_length is None:
         return
+    if max_seq_length < MIN_LENGTH:
+        raise ValueError(f"{flag} {max_seq_length} leaves no room for a word: give at least {MIN_LENGTH} ([CLS], a "
+                         "token, [SEP]; BERT's recipes use 128, or 384 for SQuAD)")
     limit = max_positions(source)
     if limit is not None and max_seq_length > limit:
         raise ValueError(f"{flag} {max_seq_length} is over the {limit} positions of {source} (its {KEY}): give "

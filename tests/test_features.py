@@ -246,5 +246,5 @@ def test_cli_refuses_bad_input(tmp_path, minilm_vocab, capsys):
     assert "name an .npz file" in capsys.readouterr().err
     (tmp_path / "latin1.txt").write_bytes("café\n".encode("latin-1"))
     assert main(["features", str(tmp_path / "latin1.txt"), "--out", str(tmp_path / "f.npz")]) == 2
-    assert "is not UTF-8" in capsys.readouterr().err
+    assert "latin1.txt, line 1: not UTF-8: byte 0xe9 at byte offset 3" in capsys.readouterr().err
     assert not (tmp_path / "f.npz").exists()

@@ -14,8 +14,8 @@ def load_vocab(vocab) -> list[str]:
     else:
         if not os.path.exists(vocab):
             raise FileNotFoundError(f"vocabulary file {vocab} not found (a BERT vocab.txt, one token per line)")
-        with open(vocab, encoding="utf-8") as f:
-            tokens = f.read().splitlines()
+        from bert_keras.data.text_files import read_text       # UTF-8, a bad byte named (line, byte offset)
+        tokens = read_text(vocab).splitlines()
     missing = [t for t in SPECIAL_TOKENS if t not in tokens]
     if missing:
         raise ValueError(f"the vocabulary lacks the special tokens {missing}: not a BERT WordPiece vocabulary")
@@ -68,12 +68,20 @@ def check_casing(tokens: list[str], lower_case: bool) -> None:
 def build_vocab(files: list[str], vocab_size: int = 30522, lower_case: bool = True, out: str | None = None,
                 reserved_tokens=SPECIAL_TOKENS) -> list[str]:
     """A WordPiece vocabulary learned from text files with TF.Text's BERT vocab tool (bert_vocab_from_dataset),
-    on words split and normalised by the same basic tokenization the model uses."""
+    on words split and normalised by the same basic tokenization the model uses. The files are read as UTF-8
+    (a byte that is not is a DataFormatError naming file, line and byte offset); files without a word are a
+    ValueError."""
     import tensorflow as tf
     from tensorflow_text.tools.wordpiece_vocab import bert_vocab_from_dataset as bert_vocab
 
     from bert_keras.atomic import atomic_file
+    from bert_keras.data.text_files import check_utf8
     from bert_keras.preprocessing.normalize import normalize_characters, split_words_with_offsets
+    for file in files:
+        check_utf8(file)
+    if all("://" not in file and not os.path.getsize(file) for file in files):      # empty local files: at once
+        raise ValueError(f"no words in {', '.join(map(str, files))}: give text files, one sentence or paragraph "
+                         "a line")
 
     def words(line):
         pieces = split_words_with_offsets(line[None], lower_case)[0].flat_values
@@ -84,9 +92,13 @@ def build_vocab(files: list[str], vocab_size: int = 30522, lower_case: bool = Tr
     lines = tf.data.TextLineDataset(files).filter(lambda s: tf.strings.length(s) > 0)
     dataset = lines.map(words, num_parallel_calls=tf.data.AUTOTUNE).unbatch().filter(
         lambda w: tf.strings.length(w) > 0).batch(4096)
-    tokens = bert_vocab.bert_vocab_from_dataset(
-        dataset, vocab_size=vocab_size, reserved_tokens=list(reserved_tokens),
-        bert_tokenizer_params={"lower_case": False}, learn_params={})
+    try:
+        tokens = bert_vocab.bert_vocab_from_dataset(
+            dataset, vocab_size=vocab_size, reserved_tokens=list(reserved_tokens),
+            bert_tokenizer_params={"lower_case": False}, learn_params={})
+    except StopIteration:                     # the tool's first batch: there is none
+        raise ValueError(f"no words in {', '.join(map(str, files))}: give text files, one sentence or paragraph "
+                         "a line") from None
     if out:
         with atomic_file(out) as tmp, open(tmp, "w", encoding="utf-8") as f:
             f.write("\n".join(tokens) + "\n")
