@@ -108,6 +108,17 @@ def test_missing_files_say_what_is_expected(tmp_path):
         load_checkpoint(str(tmp_path / "noconfig"))
 
 
+def test_a_checkpoint_missing_or_cutting_short_its_data_file_is_named(tmp_path):
+    # The released index without its data file (a download stopped after the .index): named, not TF's OpError.
+    with pytest.raises(FileNotFoundError, match=r"is incomplete: .*bert_model\.ckpt\.data-00000-of-00001.*download"):
+        load_checkpoint(str(FIXTURES / "google_L8_H512_A8"))
+    save_google_checkpoint(BertEncoder(TINY), str(tmp_path / "cut"))
+    [data] = (tmp_path / "cut").glob("bert_model.ckpt.data-*")
+    data.write_bytes(data.read_bytes()[:data.stat().st_size // 2])
+    with pytest.raises(ValueError, match="cannot be read .*cut short"):           # TF's reader: an IndexError
+        load_checkpoint(str(tmp_path / "cut"))
+
+
 def test_a_failed_write_leaves_nothing_behind(tmp_path):
     with pytest.raises(Exception):
         write_google_checkpoint({"bert/x": object()}, str(tmp_path / "bad"))

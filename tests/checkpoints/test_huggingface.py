@@ -42,3 +42,13 @@ def test_keras_hub_converter_agrees_given_exact_gelu(minilm_dir):
     print(f"keras-hub vs ours: tanh GELU {tanh_gelu_diff:.2e}, erf GELU {exact_diff:.2e}")
     assert exact_diff <= 1e-5
     assert 1e-4 < tanh_gelu_diff < 1e-2
+
+
+def test_a_truncated_safetensors_file_is_named(minilm_dir, tmp_path):
+    import shutil
+    for name in ("config.json", "vocab.txt"):
+        shutil.copyfile(f"{minilm_dir}/{name}", tmp_path / name)
+    with open(f"{minilm_dir}/model.safetensors", "rb") as f:
+        (tmp_path / "model.safetensors").write_bytes(f.read(100_000))        # an interrupted download
+    with pytest.raises(ValueError, match=r"model\.safetensors cannot be read .*cut short"):
+        load_checkpoint(str(tmp_path))

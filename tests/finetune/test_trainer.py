@@ -95,3 +95,18 @@ def test_tensorboard_and_the_record_repeat_the_run(minilm_vocab, tmp_path, capsy
 def weights(path):
     import keras
     return [np.asarray(w) for w in keras.models.load_model(path).weights]
+
+
+@pytest.mark.parametrize("change, message", [({"batch_size": 0}, "--batch-size 0"), ({"epochs": -1}, "--epochs -1"),
+                                             ({"learning_rate": 0.0}, "--learning-rate 0.0"),
+                                             ({"max_seq_length": 600}, "--max-seq-length 600 is over the 512"),
+                                             ({"warmup_proportion": 1.5}, "--warmup-proportion 1.5")])
+def test_settings_are_checked_before_anything_is_read(tmp_path, change, message):
+    """From Python as from the command line (whose flag types refuse the same): before the data is read (there is
+    none here) and without a run folder left behind."""
+    from bert_keras.finetune import FinetuneConfig, finetune
+    config = FinetuneConfig(**{"task": "sst-2", "model": "bert_tiny", "out": str(tmp_path / "run"),
+                               "train": str(tmp_path / "missing.tsv"), **change})
+    with pytest.raises(ValueError, match=message):
+        finetune(config)
+    assert not (tmp_path / "run").exists()

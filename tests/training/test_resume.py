@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from bert_keras.finetune import FinetuneConfig, finetune
-from bert_keras.training.resume import read_resume_point, restore_resume_point, save_resume_point
+from bert_keras.training.resume import (finished_run, read_resume_point, restore_resume_point, run_folder,
+                                        save_resume_point)
 from synthetic_data import sst2_file
 
 
@@ -75,3 +76,41 @@ def test_a_stopped_fine_tuning_run_resumes_to_the_uninterrupted_weights(minilm_v
     record = json.loads((tmp_path / "stopped" / "metrics.json").read_text())
     assert [e["epoch"] for e in record["history"]] == [1, 2, 3] and len(record["timing"]["epochs"]) == 3
     assert not (tmp_path / "stopped" / "backup").exists()         # removed once model.keras is saved
+
+
+def test_a_run_folder_is_new_unfinished_or_finished(tmp_path):
+    """run_folder: a file or a finished run is refused (overwrite deletes the old run's outputs and goes on); a
+    folder the run created is removed when the run fails before its first resume point, kept after one."""
+    outputs = ("model.keras", "metrics.json", "logs", "backup")
+    (tmp_path / "a_file").write_text("x")
+    with pytest.raises(FileExistsError, match="a_file is a file"):
+        with run_folder(str(tmp_path / "a_file"), str(tmp_path / "a_file" / "backup"), "model.keras", outputs):
+            pass
+    run = tmp_path / "run"
+    with pytest.raises(RuntimeError):
+        with run_folder(str(run), str(run / "backup"), "model.keras", outputs):
+            run.mkdir()
+            (run / "logs").mkdir()
+            raise RuntimeError("refused before the first epoch")
+    assert not run.exists()                                       # created by the refused run: removed
+    with pytest.raises(KeyboardInterrupt):
+        with run_folder(str(run), str(run / "backup"), "model.keras", outputs):
+            (run / "backup").mkdir(parents=True)
+            (run / "backup" / "state.json").write_text(json.dumps({"epoch": 1, "weights": "w"}))
+            raise KeyboardInterrupt                               # killed after a resume point: kept
+    assert (run / "backup" / "state.json").exists() and not finished_run(str(run), "model.keras", str(run / "backup"))
+    (run / "model.keras").write_text("saved")                     # killed between saving and removing backup/
+    assert not finished_run(str(run), "model.keras", str(run / "backup"))
+    (run / "backup" / "state.json").unlink()
+    assert finished_run(str(run), "model.keras", str(run / "backup"))
+    with pytest.raises(FileExistsError, match="holds a finished run .*--overwrite"):
+        with run_folder(str(run), str(run / "backup"), "model.keras", outputs):
+            pass
+    (run / "notes.txt").write_text("the user's own")
+    with run_folder(str(run), str(run / "backup"), "model.keras", outputs, overwrite=True):
+        assert sorted(p.name for p in run.iterdir()) == ["notes.txt"]     # the run's outputs only were deleted
+    # A run that keeps its last resume point (pretraining) is finished when that point is at its last step.
+    (run / "backup").mkdir()
+    (run / "backup" / "state.json").write_text(json.dumps({"step": 2}))
+    assert finished_run(str(run), "notes.txt", str(run / "backup"), done=4) is False
+    assert finished_run(str(run), "notes.txt", str(run / "backup"), done=2) is True
