@@ -66,6 +66,8 @@ class BertEmbeddings(keras.layers.Layer):
         input_word_ids: [B, S] int32 WordPiece ids.
         input_type_ids: [B, S] int32 segment ids (0 or 1).
         training: bool. Applies dropout when True.
+        position_ids: [B, S] int32 or None. Each token's position (a packed row's restart at each sequence's
+            [CLS]); None: 0..S-1 in every row.
 
     Returns:
         [B, S, H] float32.
@@ -105,9 +107,11 @@ class BertEmbeddings(keras.layers.Layer):
         self.layer_norm.build((None, None, self.hidden_size))
         self.built = True
 
-    def call(self, input_word_ids, input_type_ids, training=False):
-        seq_length = ops.shape(input_word_ids)[1]
-        positions = self.position_embeddings(ops.arange(seq_length))[None]      # [1, S, H]
+    def call(self, input_word_ids, input_type_ids, training=False, position_ids=None):
+        if position_ids is None:
+            positions = self.position_embeddings(ops.arange(ops.shape(input_word_ids)[1]))[None]      # [1, S, H]
+        else:
+            positions = self.position_embeddings(position_ids)                                        # [B, S, H]
         x = self.word_embeddings(input_word_ids) + positions + self.token_type_embeddings(input_type_ids)
         return self.dropout(self.layer_norm(x), training=training)
 
@@ -144,6 +148,9 @@ class TransformerBlock(keras.layers.Layer):
         training: bool. Applies dropout when True.
         cls_only: bool. Only position 0 ([CLS]) is computed past attention: returns [B, 1, H].
         return_attention: bool. Also return the attention probabilities (after the softmax, before dropout).
+        packed_sequence_ids: [B, S] int or None. For rows packed with several sequences: which sequence each
+            token is in (1..k, 0 at padding); attention then stays within each sequence (`packed_attention_bias`).
+            Not with `cls_only`.
 
     Returns:
         [B, S, H] float32 ([B, 1, H] with `cls_only`). With `return_attention`, (that, probabilities [B, N, S, S]
@@ -214,16 +221,23 @@ class TransformerBlock(keras.layers.Layer):
         projected = [tokens.scatter(t, b, s) for t in projected]
         return ([self.query(x[:, 0])[:, None]] if cls_only else []) + projected
 
-    def call(self, x, input_mask, training=False, cls_only=False, return_attention=False):
+    def call(self, x, input_mask, training=False, cls_only=False, return_attention=False, packed_sequence_ids=None):
         """cls_only: only position 0 ([CLS]) queries, and only its row goes through the output projection,
         LayerNorms and feed-forward: -> [B, 1, H], all a pooled output needs (Model Garden's output_range=1).
-        return_attention: -> (that, the float32 probabilities [B, N, Sq, S]); off, nothing more is traced."""
+        return_attention: -> (that, the float32 probabilities [B, N, Sq, S]); off, nothing more is traced.
+        packed_sequence_ids: the block-diagonal mask of packed rows instead of the padding mask. RealTokens still
+        drops padding (input_mask) from the position-wise parts: it moves tokens, never mixes them, so it is exact
+        for packed rows too."""
+        if cls_only and packed_sequence_ids is not None:
+            raise ValueError("cls_only computes one [CLS] a row; a packed row has one per sequence")
+        bias = attention_bias(input_mask) if packed_sequence_ids is None else packed_attention_bias(
+            packed_sequence_ids)
         b, s = ops.shape(x)[0], ops.shape(x)[1]
         tokens = RealTokens(input_mask)             # the dense parts run on real tokens only (see RealTokens)
         h = tokens.gather(x)                                        # [T, H]: T real tokens (or [B, S, H])
         q, k, v = (self._split_heads(t) for t in self._queries_keys_values(x, h, tokens, b, s, cls_only))
         scores = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2))) * (1.0 / self.head_size ** 0.5)  # [B, N, Sq, S]
-        weights = ops.softmax(ops.cast(scores, "float32") + attention_bias(input_mask), axis=-1)          # float32
+        weights = ops.softmax(ops.cast(scores, "float32") + bias, axis=-1)                                 # float32
         probs = self.attention_probs_dropout(ops.cast(weights, v.dtype), training=training)
         context = swap_heads(ops.matmul(probs, v))                                          # [B, Sq, N, D]
         context = ops.reshape(context, _reshape_target(context, (self.hidden_size,), keep=1))
@@ -412,3 +426,14 @@ def padding_bias(input_mask):
 def attention_bias(input_mask):
     """[B, S] mask -> [B, 1, 1, S]: padding_bias broadcast over heads and queries, so no key is padding."""
     return ops.expand_dims(ops.expand_dims(padding_bias(input_mask), 1), 1)
+
+
+def packed_attention_bias(packed_sequence_ids):
+    """[B, S] sequence ids of packed rows (1..k, 0 at padding) -> [B, 1, S, S] float32 bias, broadcast over
+    heads: 0 where query and key are in the same sequence, -10000 elsewhere (other sequences, padding keys), so
+    each sequence attends only to itself, block-diagonal. Its keys' weights are then those of the same sequence
+    alone in a padded row (exp(-10000) = 0 either way). A padding query (id 0) has every key masked; its row is
+    arbitrary, as padding rows are unpacked."""
+    ids = ops.cast(packed_sequence_ids, "int32")
+    same = ops.logical_and(ops.equal(ids[:, :, None], ids[:, None, :]), ids[:, None, :] > 0)        # [B, S, S]
+    return ops.expand_dims((1.0 - ops.cast(same, "float32")) * -10000.0, 1)

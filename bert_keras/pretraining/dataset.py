@@ -25,20 +25,42 @@ def records_dataset(files: list[str], batch_size: int, max_seq_length: int, max_
     spec = feature_spec(max_seq_length, max_predictions_per_seq)
 
     def parse(records):
-        f = tf.io.parse_example(records, spec)
-        f = {k: tf.cast(v, tf.float32 if k == "masked_lm_weights" else tf.int32) for k, v in f.items()}
-        x = {"input_word_ids": f["input_ids"], "input_mask": f["input_mask"], "input_type_ids": f["segment_ids"],
-             "masked_lm_positions": f["masked_lm_positions"]}
-        y = {"masked_lm_ids": f["masked_lm_ids"], "masked_lm_weights": f["masked_lm_weights"]}
-        if nsp:
-            y["next_sentence_labels"] = f["next_sentence_labels"][:, 0]
-        return x, y
+        return model_batch(tf.io.parse_example(records, spec), nsp)
 
     ds = _stream(files, "tfrecord", batch_size, first_batch, training, seed, shuffle_buffer, shard, index_cache,
                  segment_records)
     ds = ds.batch(batch_size, drop_remainder=training).map(parse, num_parallel_calls=tf.data.AUTOTUNE,
                                                            deterministic=True)
     return ds.prefetch(tf.data.AUTOTUNE)
+
+
+def model_batch(features: dict, nsp: bool = True) -> tuple[dict, dict]:
+    """Parsed pretraining records (a batch; google-research's names, records.feature_spec, or packed rows',
+    packed_records.packed_feature_spec) -> (x, y) as BertPretrainer.fit takes them, int32 and float32 weights.
+
+    Args:
+        features: {name: [B, k] tensor or array}.
+        nsp: bool. Include the next-sentence targets (False: MLM only).
+
+    Returns:
+        (x, y): the module docstring's; packed rows add to x "position_ids", "packed_sequence_ids" [B, S] and
+        "cls_positions" [B, K], and y's next-sentence targets are "next_sentence_labels" and
+        "next_sentence_weights" [B, K] (one per sequence).
+
+    Example:
+        >>> x, y = model_batch(tf.io.parse_example(serialized, feature_spec(128, 20)))     # doctest: +SKIP
+    """
+    f = {k: tf.cast(v, tf.float32 if k.endswith("_weights") else tf.int32) for k, v in features.items()}
+    x = {"input_word_ids": f["input_ids"], "input_mask": f["input_mask"], "input_type_ids": f["segment_ids"],
+         "masked_lm_positions": f["masked_lm_positions"]}
+    y = {"masked_lm_ids": f["masked_lm_ids"], "masked_lm_weights": f["masked_lm_weights"]}
+    if "packed_sequence_ids" in f:
+        x.update({k: f[k] for k in ("position_ids", "packed_sequence_ids", "cls_positions")})
+        if nsp:
+            y.update({k: f[k] for k in ("next_sentence_labels", "next_sentence_weights")})
+    elif nsp:
+        y["next_sentence_labels"] = f["next_sentence_labels"][:, 0]
+    return x, y
 
 
 def dynamic_masking_dataset(files: list[str], preprocessor, batch_size: int, max_seq_length: int = 128,
