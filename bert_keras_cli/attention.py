@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from bert_keras_cli.errors import CommandError
 from bert_keras_cli.model_flags import add_model_flags, load_model_flags
+from bert_keras_cli.output_paths import output_file
 
 
 def cmd_attention(args) -> None:
@@ -23,6 +24,7 @@ def cmd_attention(args) -> None:
     if not text.strip():
         raise CommandError("no text: give the sentence to look at, e.g. bert-keras attention --npz a.npz "
                            "'the cat sat on the mat'")
+    output_file(args.npz, "--npz", ".npz")
     _, encoder, preprocessor = load_model_flags(args)
     try:
         attentions, tokens = attention_maps(encoder, preprocessor, text)

@@ -6,6 +6,7 @@ import json
 
 from bert_keras_cli.errors import CommandError
 from bert_keras_cli.flag_types import positive_int
+from bert_keras_cli.output_paths import output_file
 from bert_keras_cli.model_flags import add_model_flags, lower_case
 
 MODEL_HELP = ("a model with BERT's masked-LM head: a google-research checkpoint, a Hugging Face BertForMaskedLM or "
@@ -18,6 +19,7 @@ def cmd_fill_mask(args) -> None:
     from bert_keras.tasks import load_masked_lm
     if not args.texts:
         raise CommandError('give one or more texts holding [MASK], e.g. "The capital of France is [MASK]."')
+    output_file(args.save, "--save", ".keras")
     try:
         model = load_masked_lm(args.model, vocab=args.vocab, lower_case=lower_case(args), top_k=args.top_k)
         results = model.fill_mask(args.texts, top_k=args.top_k)

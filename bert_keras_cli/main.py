@@ -14,6 +14,7 @@ from bert_keras_cli.errors import CommandError
 from bert_keras_cli.flag_types import (fraction, non_negative_float, non_negative_int, positive_float,
                                         positive_int)
 from bert_keras_cli.model_flags import add_model_flags, lower_case
+from bert_keras_cli.output_paths import output_file, output_folder
 from bert_keras_cli.version import VersionAction
 from savedmodels.precision import LITERT_PRECISIONS, PRECISIONS
 
@@ -676,21 +677,6 @@ def _check_backend(wanted: str | None) -> None:
         import importlib.util
         if importlib.util.find_spec("jax") is None:
             raise CommandError("the JAX backend needs JAX: pip install jax (on a TPU VM: pip install 'jax[tpu]')")
-
-
-def output_folder(path: str | None, flag: str) -> None:
-    """A folder flag naming an existing file is refused before anything loads."""
-    if path and os.path.exists(path) and not os.path.isdir(path):
-        raise CommandError(f"{flag} {path} is a file: give a folder")
-
-
-def output_file(path: str | None, flag: str, suffix: str, required: bool = True) -> None:
-    """A file flag naming a folder, or (when `required`) without the file type's suffix, is refused before
-    anything loads."""
-    if path and os.path.isdir(path):
-        raise CommandError(f"{flag} {path} is a folder: name the {suffix} file to write")
-    if path and required and not path.endswith(suffix):
-        raise CommandError(f"{flag} {path}: name a {suffix} file")
 
 
 def main(argv=None) -> int:

@@ -132,8 +132,8 @@ class BatchingParameters:
 
     @classmethod
     def read(cls, path: str) -> "BatchingParameters":
-        with open(path, encoding="utf-8") as f:
-            return cls.parse(f.read())
+        from bert_keras.data.text_files import read_text       # UTF-8, a bad byte named (line, byte offset)
+        return cls.parse(read_text(path))
 
     def to_text(self) -> str:
         """The text proto: the four scheduling fields always, the others where they are set."""

@@ -246,6 +246,15 @@ CASES = [
     ("export --base-path a file", ["export", "--model", "{tiny_keras}", "--base-path", "{a_file}", "--name", "m"],
      ["is a file"]),
     ("demo --out a file", ["demo", "--out", "{a_file}"], ["is a file"]),
+    ("fill-mask --save a folder", ["fill-mask", *TINY, "a [MASK] b", "--save", "{root}"], ["--save", "is a folder"]),
+    ("attention --npz a folder", ["attention", *TINY, "a text", "--npz", "{root}"], ["--npz", "is a folder"]),
+    ("convert --out without .keras", ["convert", "--checkpoint", "{partial}", "--out", "{out}.h5"],
+     ["name a .keras file"]),
+    ("serve a Latin-1 batching parameters file", ["serve", "{out}", "--enable_batching",
+                                                  "--batching_parameters_file", "{latin1.txt}"],
+     ["latin1.txt, line 1: not UTF-8"]),
+    ("finetune mrpc on an sst-2 file", ["finetune", "--task", "mrpc", *TINY, "--train", "{train.tsv}", "--out",
+                                        "{out}"], ["not a mrpc header", "#1 String, #2 String, Quality"]),
 ]
 
 
@@ -265,7 +274,7 @@ def test_bad_input_ends_in_one_line_and_writes_nothing(inputs, tmp_path, capsys,
     assert_one_error_line(code, stdout, stderr, names, argv)
     assert files_under(inputs["root"]) == before, "the inputs' folder changed"
     assert not [p for p in tmp_path.rglob("*") if p.is_file()], f"left behind: {list(tmp_path.rglob('*'))}"
-    assert not any(pathlib.Path(f"{out}{suffix}").exists() for suffix in ("", ".keras", ".txt", ".npz"))
+    assert not any(pathlib.Path(f"{out}{suffix}").exists() for suffix in ("", ".keras", ".txt", ".npz", ".h5"))
 
 
 @pytest.mark.skipif(shared_data_dir() is None or not (shared_data_dir() / "bert_uncased_L-8_H-512_A-8_partial").is_dir(),

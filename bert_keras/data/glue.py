@@ -73,11 +73,12 @@ def _read_rows(path) -> list[list[str]]:
         raise DataFormatError(path, None, f"TSV error: {e}") from e
 
 
-# The columns read, by their names in GLUE's headers: (text_a, text_b, label).
+# The columns read, by their names in GLUE's headers (as GLUE spells them; compared by `_name`): (text_a,
+# text_b, label).
 _COLUMNS = {
     "cola": ("sentence", None, "label"),
     "sst-2": ("sentence", None, "label"),
-    "mrpc": ("#1 string", "#2 string", "quality"),
+    "mrpc": ("#1 String", "#2 String", "Quality"),
     "qqp": ("question1", "question2", "is_duplicate"),
     "mnli": ("sentence1", "sentence2", "gold_label"),
     "qnli": ("question", "sentence", "label"),
@@ -99,13 +100,15 @@ def _layout(task: str, header: list[str], path) -> tuple[bool, int, int | None, 
     the first row names; CoLA's GLUE files have no header (4 columns). Anything else is a DataFormatError
     naming the columns expected and the ones found (a file without its header line is never read as data)."""
     names = [_name(c) for c in header]
-    text_a, text_b, label = _COLUMNS[task]
+    spelled = _COLUMNS[task]
+    text_a, text_b, label = (_name(n) if n else None for n in spelled)
     wanted = [n for n in (text_a, text_b) if n]
     if task == "cola" and text_a not in names:
         if len(header) == _COLA_NO_HEADER:
             return False, 3, None, 1, _COLA_NO_HEADER
     found = ", ".join(repr(c) for c in header)
-    expected = ", ".join([*wanted, label])
+    expected = ", ".join(n for n in spelled if n)
+    texts = ", ".join(n for n in spelled[:2] if n)
     missing = [n for n in wanted if n not in names]
     looks_like_data = header[-1].strip() in (GLUE_LABELS[task] or []) or _is_number(header[-1])
     hint = (" (is the header line missing? GLUE's files start with one)" if looks_like_data
@@ -113,11 +116,11 @@ def _layout(task: str, header: list[str], path) -> tuple[bool, int, int | None, 
     cola = " or, for CoLA, GLUE's 4 columns without a header (source, label, author's mark, sentence)"
     if missing:
         raise DataFormatError(path, 1, f"not a {task} header: expected columns named {expected} (GLUE's layout; a "
-                                       f"test file: {_TEST_FIRST[0]}, {', '.join(wanted)})"
+                                       f"test file: {_TEST_FIRST[0]}, {texts})"
                                        f"{cola if task == 'cola' else ''}; found {found}{hint}")
     if label not in names and names[0] not in _TEST_FIRST:
-        raise DataFormatError(path, 1, f"no {label!r} column in the {task} header (found {found}): name the labels' "
-                                       f"column {label}; a test file without labels starts with an "
+        raise DataFormatError(path, 1, f"no {spelled[2]!r} column in the {task} header (found {found}): name the "
+                                       f"labels' column {spelled[2]}; a test file without labels starts with an "
                                        f"{_TEST_FIRST[0]} column, as GLUE's do")
     col_label = names.index(label) if label in names else None
     return (True, names.index(text_a), names.index(text_b) if text_b else None, col_label, len(header))
