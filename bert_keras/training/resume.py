@@ -111,13 +111,14 @@ def run_folder(out: str, resume_folder: str, result: str, outputs: tuple, overwr
     """
     if os.path.exists(out) and not os.path.isdir(out):
         raise FileExistsError(f"--out {out} is a file: give a folder for the run (a new one, or a run to resume)")
-    if overwrite:
+    if overwrite:                             # (every process of a multi-process run may get here: no race fails)
         for name in outputs:
             path = os.path.join(out, name)
             if os.path.isdir(path):
-                shutil.rmtree(path)
-            elif os.path.exists(path):
-                os.remove(path)
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(path)
     elif finished_run(out, result, resume_folder, done):
         raise FileExistsError(f"--out {out} holds a finished run ({result}): give another --out, or --overwrite to "
                               "replace it (a killed run resumes by itself)")
