@@ -143,6 +143,7 @@ litert.tokenizer_flatbuffer(pre)
 """
 
 
+@pytest.mark.integration                 # a process of its own, at another log level: ~10-25 s
 def test_the_export_prints_no_custom_op_notice_where_tensorflow_prints_one(minilm_vocab):
     """In a process at TensorFlow's default level for a library user (TF_CPP_MIN_LOG_LEVEL 1: warnings print), the
     converter's notice for TF.Text's ops, written from C++, is gone from the export's stderr; the same conversion
