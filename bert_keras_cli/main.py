@@ -66,13 +66,14 @@ def cmd_convert(args) -> None:
 
 
 def _task_model_source(source: str):
-    """The task model `convert --checkpoint` names (our .keras file or finetune --out folder, or a Hugging Face
-    task folder), or None for an encoder checkpoint."""
+    """The task model `convert --checkpoint` names (our .keras file or finetune --out folder, a Hugging Face task
+    folder, or a fine-tuned classifier's TF checkpoint), or None for an encoder checkpoint."""
+    from bert_keras.checkpoints.load import has_classifier_head
     from bert_keras.tasks import load_task_model
     from bert_keras.tasks.huggingface import is_huggingface_task_folder
     ours = source.endswith(".keras") or (os.path.exists(os.path.join(source, "model.keras"))
                                          and not os.path.exists(os.path.join(source, "zoo.json")))
-    if not (ours or is_huggingface_task_folder(source)):
+    if not (ours or is_huggingface_task_folder(source) or has_classifier_head(source)):
         return None
     try:
         return load_task_model(source)

@@ -6,6 +6,13 @@ order the encoder creates its weighted layers:
   0 word embeddings, 1 position embeddings, 2 type embeddings, 3 embedding LayerNorm,
   4 … 4+L-1 transformer layers, 4+L pooler.
 Attention kernels are EinsumDense [H, N, D] (query/key/value) and [N, D, H] (output); they reshape to [H, H].
+
+A fine-tuned `official.nlp.modeling.models.BertClassifier` (the Model Garden's sentence-prediction task saves
+`tf.train.Checkpoint(model=classifier, optimizer=...)`) nests the encoder as its first weighted layer,
+`model/layer_with_weights-0/layer_with_weights-N/...`, and its ClassificationHead as the second: with the default
+use_encoder_pooler=True only `model/layer_with_weights-1/out_proj/{kernel [H, C], bias [C]}`, on the encoder's
+pooled vector after dropout, as our BertClassifier. It is read as google-research run_classifier.py names it:
+`output_weights` [C, H] and `output_bias` [C]. Optimizer slots (`.OPTIMIZER_SLOT`) are skipped.
 """
 
 from __future__ import annotations
@@ -17,6 +24,8 @@ import tensorflow as tf
 
 _SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
 _NAME = re.compile(r"^(?P<root>[^/]+)/layer_with_weights-(?P<k>\d+)/(?P<rest>.+)" + re.escape(_SUFFIX) + "$")
+_NESTED = re.compile(r"^(?P<root>[^/]+)/layer_with_weights-0/(?=layer_with_weights-\d+/)")   # a classifier's encoder
+_HEAD = re.compile(r"^[^/]+/layer_with_weights-1/(?P<rest>.+)" + re.escape(_SUFFIX) + "$")   # and its head
 _LAYER = {  # Model Garden TransformerEncoderBlock attribute -> google-research name inside layer_{i}
     "_attention_layer/_query_dense": "attention/self/query",
     "_attention_layer/_key_dense": "attention/self/key",
@@ -34,12 +43,28 @@ def is_garden_checkpoint(names) -> bool:
     return any(_NAME.match(n) for n in names)
 
 
+def is_garden_classifier(names) -> bool:
+    """Do these names look like a fine-tuned Model Garden BertClassifier's (the encoder nested in the model)?"""
+    return any(_NESTED.match(n) for n in names)
+
+
 def read_garden_checkpoint(prefix: str) -> dict:
-    """{google name: array} from a Model Garden BertEncoder checkpoint."""
+    """{google name: array} from a Model Garden BertEncoder checkpoint, or from a fine-tuned Model Garden
+    BertClassifier's (its head as run_classifier.py's `output_weights` [C, H] and `output_bias` [C])."""
     reader = tf.train.load_checkpoint(prefix)
+    names = [n for n in reader.get_variable_to_shape_map() if "/.OPTIMIZER_SLOT/" not in n]
+    classifier = is_garden_classifier(names)
     by_layer: dict[int, dict[str, np.ndarray]] = {}
-    for name in reader.get_variable_to_shape_map():
-        m = _NAME.match(name)
+    head = {}
+    for name in names:
+        if classifier:
+            h = _HEAD.match(name)
+            if h:
+                head[h["rest"]] = reader.get_tensor(name)
+                continue
+            if not _NESTED.match(name):
+                continue                                  # the optimizer's iterations, the step counter
+        m = _NAME.match(_NESTED.sub(r"\g<root>/", name) if classifier else name)
         if m:
             by_layer.setdefault(int(m["k"]), {})[m["rest"]] = reader.get_tensor(name)
     if not by_layer:
@@ -50,6 +75,10 @@ def read_garden_checkpoint(prefix: str) -> dict:
         raise ValueError(f"{prefix}: expected weighted layers 0..{num_layers + 4} (embeddings, LayerNorm, "
                          f"{num_layers} transformer layers, pooler), found {sorted(by_layer)}; only the "
                          "standard BertEncoder layout (no embedding projection) is supported.")
+    if classifier and sorted(head) != ["out_proj/bias", "out_proj/kernel"]:
+        raise ValueError(f"{prefix}: a Model Garden BertClassifier whose head holds {sorted(head)}; only the default "
+                         "head (use_encoder_pooler=True: out_proj/kernel and out_proj/bias on the pooled vector) "
+                         "reads as a BertClassifier")
     hidden = by_layer[0]["embeddings"].shape[1]
     out = {
         "bert/embeddings/word_embeddings": by_layer[0]["embeddings"],
@@ -72,6 +101,8 @@ def read_garden_checkpoint(prefix: str) -> dict:
             elif leaf == "bias" and value.ndim == 2:
                 value = value.reshape(-1)
             out[target] = value
+    if classifier:
+        out["output_weights"], out["output_bias"] = head["out_proj/kernel"].T, head["out_proj/bias"]
     return out
 
 

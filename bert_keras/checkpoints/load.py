@@ -16,11 +16,12 @@ import warnings
 
 import tensorflow as tf
 
-from bert_keras.checkpoints.garden import is_garden_checkpoint, read_garden_checkpoint
+from bert_keras.checkpoints.garden import is_garden_checkpoint, is_garden_classifier, read_garden_checkpoint
 from bert_keras.checkpoints.google import is_tf1_checkpoint, read_google_checkpoint, write_google_checkpoint
 from bert_keras.checkpoints.huggingface import read_huggingface
 from bert_keras.checkpoints.huggingface_tasks import task_names
-from bert_keras.checkpoints.names import POOLER_NAMES, assign_encoder_weights, encoder_weights, split_heads
+from bert_keras.checkpoints.names import (CLASSIFIER_NAMES, POOLER_NAMES, assign_encoder_weights, encoder_weights,
+                                         split_heads)
 from bert_keras.config import BertConfig
 
 
@@ -130,6 +131,18 @@ def read_checkpoint(path: str, config: BertConfig | None = None) -> tuple[BertCo
                      f"first names: {names[:3]}")
 
 
+def has_classifier_head(path: str) -> bool:
+    """Does the TF checkpoint at `path` hold a fine-tuned classifier's head: google-research run_classifier.py's
+    `output_weights`/`output_bias`, or a Model Garden BertClassifier's? (Reads the index only; False for any
+    other source.)"""
+    try:
+        prefix = _tf_prefix(path)
+        names = [n for n, _ in tf.train.list_variables(prefix)] if prefix else []
+    except (ValueError, tf.errors.OpError):
+        return False
+    return (set(CLASSIFIER_NAMES) <= set(names) and is_tf1_checkpoint(names)) or is_garden_classifier(names)
+
+
 def load_checkpoint(path: str, config: BertConfig | None = None):
     """A BertEncoder with a released checkpoint's weights: google-research TF1, Model Garden TF2 or Hugging Face.
 
@@ -161,7 +174,8 @@ def load_checkpoint(path: str, config: BertConfig | None = None):
 
 
 def load_checkpoint_with_heads(path: str, config: BertConfig | None = None):
-    """`load_checkpoint` plus the pretraining heads the checkpoint holds ({`cls/...` name: array}, maybe empty).
+    """`load_checkpoint` plus the heads the checkpoint holds ({`cls/...` name: array} for the pretraining heads,
+    `output_weights` [C, H] and `output_bias` for a fine-tuned classifier's; maybe empty).
 
     A checkpoint without a pooler (Hugging Face's `BertForMaskedLM` saves none) loads with the pooler at its
     initial weights and a MissingPoolerWarning, as transformers does (not within `pooler_unused()`, for callers
@@ -174,7 +188,7 @@ def load_checkpoint_with_heads(path: str, config: BertConfig | None = None):
         config: BertConfig or None. None reads the config file beside the checkpoint.
 
     Returns:
-        (BertConfig, BertEncoder, {`cls/...` name: NumPy array}).
+        (BertConfig, BertEncoder, {`cls/...` or `output_*` name: NumPy array}).
 
     Example:
         >>> model = bert_keras.tasks.BertPretrainer(bert_keras.BertEncoder(bert_keras.preset_config("bert_tiny")))

@@ -2,8 +2,9 @@
 
 Each reader (google.py, garden.py, huggingface.py) turns its file into {google name: numpy array}; this file
 maps those names onto a BertEncoder's variables, checks that nothing is missing, extra or mis-shaped, and
-assigns. Kernels are [in, out] as in TF; `cls/...` names are the pretraining heads (MLM and NSP), which the
-encoder does not hold: they are returned apart so the pretraining model can take them.
+assigns. Kernels are [in, out] as in TF; `cls/...` names are the pretraining heads (MLM and NSP), and
+`output_weights` [C, H] / `output_bias` [C] run_classifier.py's fine-tuned classifier head (also what a Model
+Garden BertClassifier's head reads as): the encoder holds neither, so they are returned apart.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ MLM_HEAD_NAMES = (
     "cls/predictions/output_bias",
 )
 HEAD_NAMES = MLM_HEAD_NAMES + ("cls/seq_relationship/output_weights", "cls/seq_relationship/output_bias")
+CLASSIFIER_NAMES = ("output_weights", "output_bias")     # run_classifier.py's head: [C, H] and [C]
 
 
 def _dense(prefix, layer):
@@ -54,9 +56,9 @@ def encoder_variables(encoder) -> dict:
 
 
 def split_heads(tensors: dict) -> tuple[dict, dict]:
-    """Splits {name: array} into (encoder weights, pretraining-head weights)."""
-    heads = {k: v for k, v in tensors.items() if k.startswith(HEAD_PREFIX)}
-    return {k: v for k, v in tensors.items() if not k.startswith(HEAD_PREFIX)}, heads
+    """Splits {name: array} into (encoder weights, head weights: the pretraining heads and a classifier's)."""
+    is_head = lambda k: k.startswith(HEAD_PREFIX) or k in CLASSIFIER_NAMES  # noqa: E731
+    return {k: v for k, v in tensors.items() if not is_head(k)}, {k: v for k, v in tensors.items() if is_head(k)}
 
 
 def assign_encoder_weights(encoder, tensors: dict, source: str = "checkpoint", optional=()) -> None:

@@ -1,5 +1,6 @@
 """Open a fine-tuned task model from its one file (or its `bert-keras finetune --out` folder), or from a Hugging
-Face task folder (a BertForSequenceClassification & co. fine-tuned in PyTorch: tasks/huggingface.py).
+Face task folder (a BertForSequenceClassification & co. fine-tuned in PyTorch: tasks/huggingface.py), or a fine-tuned
+classifier's TF checkpoint (google-research run_classifier.py's, or a Model Garden BertClassifier's).
 
 Models written before task models owned their preprocessor (bert_keras <= 0.1.0: model.keras took ids, with
 vocab.txt, preprocessing.json and task.json beside it) are upgraded on load: the side files become the model's
@@ -18,14 +19,18 @@ import keras
 def load_task_model(path: str):
     """Opens a fine-tuned task model from its `.keras` file, its `bert-keras finetune --out` folder, or a Hugging
     Face task folder (what transformers' `save_pretrained` writes for a BertForSequenceClassification,
-    BertForTokenClassification, BertForQuestionAnswering or BertForMultipleChoice, with its tokenizer).
+    BertForTokenClassification, BertForQuestionAnswering or BertForMultipleChoice, with its tokenizer), or a
+    fine-tuned classifier's TF checkpoint folder or prefix (google-research run_classifier.py's `output_weights`,
+    or a Model Garden BertClassifier's), with bert_config.json and vocab.txt beside it: a BertClassifier whose
+    labels are "0", "1", ... (the checkpoint does not name them).
 
     The model carries its preprocessor, so it takes raw text at once (`classify`, `answer`, `choose`,
     `entities`). A model written by bert_keras <= 0.1.0 (ids only, with vocab.txt, preprocessing.json and
     task.json beside it) is upgraded on load; `save` then writes the one-file form.
 
     Args:
-        path: str. A `.keras` file, a folder holding `model.keras`, or a Hugging Face task folder.
+        path: str. A `.keras` file, a folder holding `model.keras`, a Hugging Face task folder, or a classifier
+            checkpoint.
 
     Returns:
         The task model (BertClassifier, BertSpanLabeler, BertMultipleChoice or BertTagger).
@@ -51,6 +56,10 @@ def load_task_model(path: str):
     if not os.path.exists(file) and is_huggingface_task_folder(path):
         return from_huggingface(path)
     if not os.path.exists(file):
+        from bert_keras.checkpoints.load import has_classifier_head
+        if has_classifier_head(path):
+            return classifier_from_checkpoint(path)
+    if not os.path.exists(file):
         raise FileNotFoundError(f"no model at {path}: give a .keras file, a `bert-keras finetune --out` folder or "
                                 "a Hugging Face task folder (BertForSequenceClassification, "
                                 "BertForTokenClassification, BertForQuestionAnswering, BertForMultipleChoice)")
@@ -61,6 +70,24 @@ def load_task_model(path: str):
                         "BertSpanLabeler, BertMultipleChoice, BertTagger): run `bert-keras finetune` first")
     if model.preprocessor is None:
         model = _upgrade(model, os.path.dirname(os.path.abspath(file)))
+    return model
+
+
+def classifier_from_checkpoint(path: str):
+    """A BertClassifier from a fine-tuned classifier's TF checkpoint (see `load_task_model`): the encoder, the
+    head (`output_weights` [C, H], `output_bias` [C]) and the preprocessor of the vocabulary beside it."""
+    from bert_keras.checkpoints.names import assign_named
+    from bert_keras.loading import load_backbone_and_heads
+    from bert_keras.preprocessing import BertPreprocessor
+    from bert_keras.tasks import BertClassifier
+    encoder, preprocessor, heads = load_backbone_and_heads(path)
+    preprocessor = BertPreprocessor(preprocessor.vocab, lower_case=preprocessor.lower_case,
+                                    max_seq_length=min(512, encoder.config.max_position_embeddings))
+    weights = heads["output_weights"]
+    model = BertClassifier(encoder, weights.shape[0], preprocessor=preprocessor)
+    layer = model.get_layer("logits")
+    assign_named({"kernel": layer.kernel, "bias": layer.bias},
+                 {"kernel": weights.T, "bias": heads["output_bias"]}, f"classifier head of {path}")
     return model
 
 

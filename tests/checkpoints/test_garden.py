@@ -51,3 +51,36 @@ def test_garden_bert_encoder_agrees_with_ours(garden_checkpoint):
     print(f"Model Garden BertEncoder vs ours: max abs diff {diff:.2e}")
     assert diff <= 1e-5
     np.testing.assert_allclose(theirs["pooled_output"], ours["pooled_output"], atol=1e-5)
+
+
+def test_a_fine_tuned_garden_classifier_opens_as_a_bert_classifier(tmp_path, capsys):
+    """The Model Garden's own BertClassifier, trained a step, saved as its trainer does (model and optimizer in one
+    tf.train.Checkpoint): it opens as our BertClassifier (load_task_model, convert --out) with its logits."""
+    import tensorflow as tf
+    import tf_keras
+    from official.nlp.modeling import models
+
+    from bert_keras.checkpoints.garden import garden_bert_encoder
+    from bert_keras.tasks import BertClassifier, load_task_model
+    from bert_keras_cli.main import main
+    tf_keras.utils.set_random_seed(0)
+    garden = models.BertClassifier(garden_bert_encoder(CONFIG), num_classes=3)
+    rng = np.random.default_rng(0)
+    x = {"input_word_ids": rng.integers(5, 60, (2, 10)).astype("int32"),
+         "input_mask": np.array([[1] * 10, [1] * 6 + [0] * 4], "int32"),
+         "input_type_ids": np.array([[0] * 5 + [1] * 5, [0] * 10], "int32")}
+    optimizer = tf_keras.optimizers.Adam(1e-2)
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_mean(tf_keras.losses.sparse_categorical_crossentropy([0, 2], garden(x), from_logits=True))
+    optimizer.apply_gradients(zip(tape.gradient(loss, garden.trainable_variables), garden.trainable_variables))
+    run = tmp_path / "run"
+    tf.train.Checkpoint(model=garden, optimizer=optimizer).save(str(run / "ckpt"))
+    CONFIG.to_json_file(str(run / "bert_config.json"))
+    (run / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+                                             + [f"w{i}" for i in range(55)]) + "\n")
+    model = load_task_model(str(run))
+    assert isinstance(model, BertClassifier) and model.label_names == ["0", "1", "2"]
+    np.testing.assert_allclose(model(x), garden(x, training=False), atol=1e-5)
+    assert main(["convert", "--checkpoint", str(run), "--out", str(tmp_path / "c.keras")]) == 0
+    np.testing.assert_allclose(load_task_model(str(tmp_path / "c.keras"))(x), garden(x, training=False), atol=1e-5)
+    assert "BertClassifier (0, 1, 2)" in capsys.readouterr().out

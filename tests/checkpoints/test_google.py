@@ -123,3 +123,25 @@ def test_a_failed_write_leaves_nothing_behind(tmp_path):
     with pytest.raises(Exception):
         write_google_checkpoint({"bert/x": object()}, str(tmp_path / "bad"))
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_run_classifier_checkpoint_opens_as_a_bert_classifier(tmp_path, minilm_vocab):
+    """google-research run_classifier.py saves its head as `output_weights` [num_labels, hidden] and `output_bias`
+    (and Adam's slots, global_step): the checkpoint opens as a BertClassifier, logits = pooled @ W^T + b."""
+    from bert_keras.tasks import BertClassifier, load_task_model
+    config = BertConfig(vocab_size=30522, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=32, max_position_embeddings=20)
+    encoder = BertEncoder(config)
+    rng = np.random.default_rng(0)
+    head = {"output_weights": rng.normal(size=(3, 16)).astype("float32"),
+            "output_bias": rng.normal(size=(3,)).astype("float32")}
+    tensors = {**encoder_weights(encoder), **head, "global_step": np.int64(7),
+               "output_weights/adam_m": np.zeros((3, 16), "float32")}
+    write_google_checkpoint(tensors, str(tmp_path / "run"), config=config, vocab_file=minilm_vocab)
+    model = load_task_model(str(tmp_path / "run"))
+    assert isinstance(model, BertClassifier) and model.label_names == ["0", "1", "2"]
+    ids = model.preprocessor(["a fine film", "dull"])
+    pooled = np.asarray(encoder(ids, pooled_only=True))
+    np.testing.assert_allclose(model(ids), pooled @ head["output_weights"].T + head["output_bias"], atol=1e-5)
+    _, loaded = load_checkpoint(str(tmp_path / "run"))            # the encoder alone, the head left aside
+    np.testing.assert_array_equal(loaded.pooler.kernel, encoder.pooler.kernel)
