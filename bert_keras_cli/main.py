@@ -342,7 +342,8 @@ def cmd_export(args) -> None:
           f"TF Serving >= 2.12)")
     print(f"wrote {written.keras_file} (for keras.models.load_model)")
     print(f"wrote {written.models_config} (models: {', '.join(written.model_names)}) and "
-          f"{written.batching_parameters} (server-side batching)")
+          f"{written.batching_parameters} (server-side batching" +
+          (")" if written.batchable else f"; off: {', '.join(written.unbatchable)} may not be batched)"))
     print(f"serve: {written.serve_command()}")
 
 
