@@ -21,41 +21,22 @@ def _number(text: str, kind):
     return value
 
 
-def positive_int(text: str) -> int:
-    """An integer >= 1 (batch sizes, lengths, steps, counts)."""
-    value = _number(text, int)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
-    return value
+def _checked(kind, accept, needs: str, doc: str):
+    """An argparse type: `text` read as `kind` (int or float) and kept when `accept(value)`, else `needs` named."""
+    def parse(text: str):
+        value = _number(text, kind)
+        if not accept(value):
+            raise argparse.ArgumentTypeError(f"must be {needs}, got {text}")
+        return value
+    parse.__doc__ = doc
+    return parse
 
 
-def non_negative_int(text: str) -> int:
-    """An integer >= 0 (warm-up steps)."""
-    value = _number(text, int)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
-    return value
-
-
-def positive_float(text: str) -> float:
-    """A number > 0 (learning rates, epochs, epsilons, sizes in MB, timeouts)."""
-    value = _number(text, float)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
-    return value
-
-
-def non_negative_float(text: str) -> float:
-    """A number >= 0 (weight decay, L2)."""
-    value = _number(text, float)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
-    return value
-
-
-def fraction(text: str) -> float:
-    """A number in [0, 1] (warm-up proportion, masking and short-sequence probabilities)."""
-    value = _number(text, float)
-    if not 0 <= value <= 1:
-        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {text}")
-    return value
+positive_int = _checked(int, lambda v: v >= 1, "a positive integer",
+                        "An integer >= 1 (batch sizes, lengths, steps, counts).")
+non_negative_int = _checked(int, lambda v: v >= 0, "0 or more", "An integer >= 0 (warm-up steps).")
+positive_float = _checked(float, lambda v: v > 0, "a positive number",
+                          "A number > 0 (learning rates, epochs, epsilons, sizes in MB, timeouts).")
+non_negative_float = _checked(float, lambda v: v >= 0, "0 or more", "A number >= 0 (weight decay, L2).")
+fraction = _checked(float, lambda v: 0 <= v <= 1, "between 0 and 1",
+                    "A number in [0, 1] (warm-up proportion, masking and short-sequence probabilities).")

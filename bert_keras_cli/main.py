@@ -481,8 +481,16 @@ def add_training_flags(p, learning_rate: float, schedule: str, lengths: str, pro
                    help="TensorBoard gets the loss and the learning rate every N steps (default 10)")
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse's parser whose usage errors are one line (the problem, then where the usage is), exit status 2,
+    as every other error of the command; subcommand parsers are of the same class (add_subparsers' default)."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (usage: {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="bert-keras", description="BERT for Keras 3 and TensorFlow.")
+    parser = OneLineParser(prog="bert-keras", description="BERT for Keras 3 and TensorFlow.")
     parser.add_argument("--version", action=VersionAction,
                         help="print the versions of bert-keras, TensorFlow and Keras, and exit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
