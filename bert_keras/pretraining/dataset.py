@@ -3,6 +3,9 @@
 Both yield (x, y) with static shapes (TPUs):
   x: input_word_ids, input_mask, input_type_ids [B, S] int32; masked_lm_positions [B, P] int32
   y: masked_lm_ids [B, P] int32, masked_lm_weights [B, P] float32, next_sentence_labels [B] int32 (MLM+NSP only)
+Packed records (`packed=True`, pretraining-data --pack): B rows of up to K = 3 sequences, P = 3 x the
+instances' slots, x adds position_ids, packed_sequence_ids [B, S] and cls_positions [B, K], and NSP is per
+sequence: next_sentence_labels and next_sentence_weights [B, K] (model_batch).
 Which records batch n holds is a function of (seed, n) alone (reading_order.py): `first_batch=n` starts there
 at once, reading none of the batches before it, so a resumed run trains on exactly what an uninterrupted run
 would. `shard=(i, n)`: the i-th of n disjoint parts (every n-th segment of 256 records), for one of n input
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from bert_keras.pretraining.packed_records import packed_feature_spec
 from bert_keras.pretraining.reading_order import SEGMENT, index_files, record_stream
 from bert_keras.pretraining.records import feature_spec
 
@@ -21,8 +25,9 @@ from bert_keras.pretraining.records import feature_spec
 def records_dataset(files: list[str], batch_size: int, max_seq_length: int, max_predictions_per_seq: int,
                     training: bool = True, seed: int = 0, first_batch: int = 0, nsp: bool = True,
                     shuffle_buffer: int = 10_000, shard: tuple[int, int] = (0, 1),
-                    index_cache: str | None = None, segment_records: int = SEGMENT) -> tf.data.Dataset:
-    spec = feature_spec(max_seq_length, max_predictions_per_seq)
+                    index_cache: str | None = None, segment_records: int = SEGMENT,
+                    packed: bool = False) -> tf.data.Dataset:
+    spec = (packed_feature_spec if packed else feature_spec)(max_seq_length, max_predictions_per_seq)
 
     def parse(records):
         return model_batch(tf.io.parse_example(records, spec), nsp)

@@ -85,10 +85,12 @@ def record_files(pattern: str) -> list[str]:
     return files
 
 
-def check_records(files: list[str], max_seq_length: int, max_predictions_per_seq: int) -> int:
+def check_records(files: list[str], max_seq_length: int, max_predictions_per_seq: int, spec: dict | None = None) -> int:
     """Reads every record of every file; a truncated or corrupted file, or one with other lengths, is an error
-    naming the file. Returns the number of records."""
-    spec = feature_spec(max_seq_length, max_predictions_per_seq)
+    naming the file. `spec`: the features to parse, default feature_spec's (packed rows: packed_records'
+    packed_feature_spec; records_are_packed tells which). Returns the number of records (rows, when packed)."""
+    packed = spec is not None and "packed_sequence_ids" in spec
+    spec = spec or feature_spec(max_seq_length, max_predictions_per_seq)
     total = 0
     for path in files:
         try:
@@ -96,13 +98,38 @@ def check_records(files: list[str], max_seq_length: int, max_predictions_per_seq
                 tf.io.parse_example(record, spec)
                 total += int(record.shape[0])
         except tf.errors.OpError as e:
-            if _is_packed(path):
-                raise ValueError(f"{path} holds packed rows (pretraining-data --pack): the trainer does not read "
-                                 "packed records yet; write them without --pack") from None
-            raise ValueError(f"{path}: not a readable pretraining TFRecord file with max_seq_length "
+            if not packed and _is_packed(path):
+                raise ValueError(f"{path} holds packed rows (pretraining-data --pack): check it with the packed "
+                                 "feature spec (the trainer reads packed files as such: records_are_packed)") from None
+            kind = "packed pretraining TFRecord file (pretraining-data --pack)" if packed else \
+                "pretraining TFRecord file"
+            raise ValueError(f"{path}: not a readable {kind} with max_seq_length "
                              f"{max_seq_length} and max_predictions_per_seq {max_predictions_per_seq} "
                              f"({type(e).__name__}: {e.message.splitlines()[0][:200]})") from None
     return total
+
+
+def records_are_packed(files: list[str]) -> bool:
+    """Do the files hold packed rows (`pretraining-data --pack`) rather than google-research's instances? Each
+    file's first record says; a mix of both is a ValueError naming one of each.
+
+    Args:
+        files: TFRecord paths (record_files' list).
+
+    Returns:
+        bool.
+
+    Example:
+        >>> records_are_packed(record_files("data/wiki-*.tfrecord"))               # doctest: +SKIP
+        True
+    """
+    kinds = {path: _is_packed(path) for path in files}
+    if len(set(kinds.values())) > 1:
+        packed = next(path for path, kind in kinds.items() if kind)
+        plain = next(path for path, kind in kinds.items() if not kind)
+        raise ValueError(f"the records mix packed rows ({packed}, pretraining-data --pack) and unpacked instances "
+                         f"({plain}): give files of one kind")
+    return any(kinds.values())
 
 
 def _is_packed(path: str) -> bool:

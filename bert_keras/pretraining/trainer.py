@@ -89,7 +89,7 @@ class StepCheckpoint(keras.callbacks.Callback):
 
 # What a pretraining run writes in its folder (what --overwrite deletes first).
 OUTPUTS = ("encoder.keras", "pretrainer.keras", "vocab.txt", "tf1_checkpoint", "checkpoint", "logs",
-           "training_curves.png", "input_index.npz")
+           "training_curves.png", "input_index.npz", "metrics.json")
 
 
 def pretrain(config: PretrainConfig, overwrite: bool = False) -> dict:
@@ -121,7 +121,8 @@ def pretrain(config: PretrainConfig, overwrite: bool = False) -> dict:
 def _pretrain(config: PretrainConfig) -> dict:
     from bert_keras.loading import load_backbone
     from bert_keras.pretraining.dataset import dynamic_masking_dataset, records_dataset
-    from bert_keras.pretraining.records import check_records, record_files
+    from bert_keras.pretraining.packed_records import packed_feature_spec
+    from bert_keras.pretraining.records import check_records, record_files, records_are_packed
     from bert_keras.tasks.pretrainer import BertPretrainer
     from bert_keras.backends import distributed_devices
     from bert_keras.training.input_pipelines import distributed_input
@@ -136,9 +137,12 @@ def _pretrain(config: PretrainConfig) -> dict:
     if not 0 <= warmup <= config.train_steps:
         raise ValueError(f"--warmup-steps {warmup} must be between 0 and --train-steps {config.train_steps}")
     strategy = start(config)            # first: MultiWorkerMirroredStrategy configures collectives before any op
+    packed = False
     if config.records:
         files = record_files(config.records)
-        check_records(files[:1], config.max_seq_length, config.max_predictions_per_seq)
+        packed = records_are_packed(files)             # pretraining-data --pack: rows of up to 3 sequences
+        spec = packed_feature_spec(config.max_seq_length, config.max_predictions_per_seq) if packed else None
+        check_records(files[:1], config.max_seq_length, config.max_predictions_per_seq, spec)
     else:
         files = [f.strip() for f in config.text.split(",")]
         missing = [f for f in files if not os.path.exists(f)]
@@ -165,7 +169,8 @@ def _pretrain(config: PretrainConfig) -> dict:
         print(f"resumed from step {step} ({checkpoint.folder})", flush=True)
     if step >= config.train_steps:             # killed while saving the results: write them
         _save(model, preprocessor, out)
-        return {"history": [], "step": step, "out": out, "replicas": devices, "model": model}
+        _write_metrics(out, config, strategy, [], packed)
+        return {"history": [], "step": step, "out": out, "replicas": devices, "model": model, "packed": packed}
 
     def make_dataset(shard: int, shards: int, batch_size: int):
         """One input pipeline: its part of the data, per-replica batches, from the first batch it has not fed."""
@@ -173,7 +178,7 @@ def _pretrain(config: PretrainConfig) -> dict:
                      index_cache=os.path.join(out, "input_index.npz"))
         if config.records:
             ds = records_dataset(files, batch_size, config.max_seq_length, config.max_predictions_per_seq,
-                                 nsp=config.nsp, **where)
+                                 nsp=config.nsp, packed=packed, **where)
         else:
             ds = dynamic_masking_dataset(files, preprocessor, batch_size, config.max_seq_length,
                                          config.max_predictions_per_seq, **where)
@@ -184,7 +189,22 @@ def _pretrain(config: PretrainConfig) -> dict:
                   callbacks=[checkpoint, *log_callbacks(out, "mlm_accuracy", config.log_every)])
     _save(model, preprocessor, out)
     history = [dict(zip(history.history, values)) for values in zip(*history.history.values())]
-    return {"history": history, "step": config.train_steps, "out": out, "replicas": devices, "model": model}
+    _write_metrics(out, config, strategy, history, packed)
+    return {"history": history, "step": config.train_steps, "out": out, "replicas": devices, "model": model,
+            "packed": packed}
+
+
+def _write_metrics(out: str, config: PretrainConfig, strategy, history: list, packed: bool) -> None:
+    """metrics.json: the run record (training/record.py), each interval's logs, whether the records were packed,
+    and the rows and sequences a step trains on (packed: rows x the sequences_per_row measured in training)."""
+    from bert_keras.training.record import run_record
+    from bert_keras.atomic import write_json
+    per_row = [h["sequences_per_row"] for h in history if "sequences_per_row" in h] if packed else []
+    per_row = sum(per_row) / len(per_row) if per_row else (None if packed else 1.0)
+    write_json(os.path.join(out, "metrics.json"), {
+        "packed": packed, "rows_per_step": config.batch_size,
+        "sequences_per_step": None if per_row is None else per_row * config.batch_size,
+        "history": history, **run_record(config, strategy)})
 
 
 def _save(model, preprocessor, out: str):

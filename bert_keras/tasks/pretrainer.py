@@ -69,6 +69,7 @@ class BertPretrainer(TaskModel):
         self.mlm_head, self.nsp_head = mlm, nsp
         self.mlm_accuracy = keras.metrics.Mean(name="mlm_accuracy")
         self.nsp_accuracy = keras.metrics.Mean(name="nsp_accuracy")
+        self.sequences_per_row = keras.metrics.Mean(name="sequences_per_row")       # packed batches only
 
     def call(self, inputs, training=None, mask=None):
         """Unpacked: the functional graph as built. Packed rows (encoder.is_packed): the same layers on the
@@ -99,7 +100,8 @@ class BertPretrainer(TaskModel):
         return loss / tf.distribute.get_strategy().num_replicas_in_sync
 
     def compute_metrics(self, x, y, y_pred, sample_weight=None):
-        """MLM accuracy over real predictions (weight 1) and NSP accuracy (MLM+NSP only)."""
+        """MLM accuracy over real predictions (weight 1), NSP accuracy (MLM+NSP only) and, for packed rows, the
+        sequences a row holds on average (its largest packed_sequence_id)."""
         hit = ops.equal(ops.cast(ops.argmax(y_pred["mlm_logits"], -1), "int32"),
                         ops.cast(y["masked_lm_ids"], "int32"))
         self.mlm_accuracy.update_state(ops.cast(hit, "float32"), sample_weight=y["masked_lm_weights"])
@@ -109,9 +111,14 @@ class BertPretrainer(TaskModel):
             weights = y.get("next_sentence_weights")              # packed rows: their sequences only
             self.nsp_accuracy.update_state(ops.cast(nsp_hit, "float32"),
                                            sample_weight=None if weights is None else ops.reshape(weights, (-1,)))
+        packed = is_packed(x)
+        if packed:
+            self.sequences_per_row.update_state(ops.cast(ops.max(x["packed_sequence_ids"], axis=1), "float32"))
         result = self.get_metrics_result()
         if "next_sentence_labels" not in y:              # MLM only: no NSP accuracy to report (not a 0)
             result.pop("nsp_accuracy", None)
+        if not packed:
+            result.pop("sequences_per_row", None)
         return result
 
     def head_variables(self) -> dict:

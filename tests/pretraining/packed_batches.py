@@ -15,23 +15,28 @@ SEQ, PRED = 160, 20                 # 2-sentence documents at 160 tokens: rows o
 STEPS = 20
 
 
-def make_instances(vocab: str, folder) -> dict:
+def write_records(vocab: str, folder, pack: bool = False) -> list[str]:
     """google-research instances by create_pretraining_data (the `pretraining-data` code) from the shipped corpus
-    as 2-sentence documents -> {name: [N, k] array} (records.feature_spec's features)."""
-    import tensorflow as tf
-
+    as 2-sentence documents, written to folder/instances-*.tfrecord (`pack`: as packed rows) -> the files."""
     from bert_keras import BertPreprocessor
     from bert_keras.pretraining import MaskingConfig, create_pretraining_data
-    from bert_keras.pretraining.records import feature_spec
     from conftest import FIXTURES
     lines = [line.strip() for line in open(FIXTURES / "pretraining_corpus.txt", encoding="utf-8") if line.strip()]
     corpus = folder / "documents.txt"
     corpus.write_text("".join("\n".join(lines[i:i + 2]) + "\n\n" for i in range(0, len(lines), 2)), encoding="utf-8")
     made = create_pretraining_data([str(corpus)], BertPreprocessor(vocab), str(folder / "instances"), 1,
                                    MaskingConfig(max_seq_length=SEQ, max_predictions_per_seq=PRED, short_seq_prob=0.5,
-                                                 dupe_factor=1), seed=1, workers=1)
+                                                 dupe_factor=1), seed=1, workers=1, pack=pack)
+    return made["files"]
+
+
+def make_instances(vocab: str, folder) -> dict:
+    """write_records' instances -> {name: [N, k] array} (records.feature_spec's features)."""
+    import tensorflow as tf
+
+    from bert_keras.pretraining.records import feature_spec
     spec = feature_spec(SEQ, PRED)
-    batches = [tf.io.parse_example(b, spec) for b in tf.data.TFRecordDataset(made["files"]).batch(512)]
+    batches = [tf.io.parse_example(b, spec) for b in tf.data.TFRecordDataset(write_records(vocab, folder)).batch(512)]
     return {name: np.concatenate([b[name].numpy() for b in batches]) for name in spec}
 
 
