@@ -203,7 +203,7 @@ def _write_metrics(out: str, config: PretrainConfig, strategy, history: list, pa
     per_row = sum(per_row) / len(per_row) if per_row else (None if packed else 1.0)
     write_json(os.path.join(out, "metrics.json"), {
         "packed": packed, "rows_per_step": config.batch_size,
-        "sequences_per_step": None if per_row is None else per_row * config.batch_size,
+        "sequences_per_step": None if per_row is None else round(per_row * config.batch_size, 4),
         "history": history, **run_record(config, strategy)})
 
 
