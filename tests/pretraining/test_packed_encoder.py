@@ -81,3 +81,25 @@ def test_training_packed_reaches_the_unpacked_weights(instances_and_rows):
     moved = max(float(np.abs(a - b).max()) for a, b in zip(unpacked, start))
     apart = max(float(np.abs(a - b).max()) for a, b in zip(unpacked, packed))
     assert moved > 5e-3 and apart < 2e-6, (apart, moved)
+
+
+def test_half_packed_inputs_and_pooled_only_are_refused():
+    """position_ids without packed_sequence_ids (or the reverse) names the missing one; pooled_only, which computes
+    one [CLS] a row, refuses packed rows (pool_at reads each sequence's)."""
+    from bert_keras import BertConfig, BertEncoder
+    encoder = BertEncoder(BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                     intermediate_size=32, max_position_embeddings=16))
+    ids = {"input_word_ids": np.full((1, 6), 7, "int32"), "input_mask": np.ones((1, 6), "int32"),
+           "input_type_ids": np.zeros((1, 6), "int32")}
+    packing = {"position_ids": np.array([[0, 1, 2, 0, 1, 2]], "int32"),
+               "packed_sequence_ids": np.array([[1, 1, 1, 2, 2, 2]], "int32")}
+    for missing in PACKED_INPUT_NAMES:
+        with pytest.raises(ValueError, match=f"'{missing}' is missing"):
+            encoder({**ids, **{k: v for k, v in packing.items() if k != missing}})
+    with pytest.raises(ValueError, match="pool_at"):
+        encoder({**ids, **packing}, pooled_only=True)
+    out = encoder({**ids, **packing})
+    pooled = np.asarray(encoder.pool_at(out["sequence_output"], np.array([[0, 3]])))
+    np.testing.assert_allclose(pooled[0, 0], pooled[0, 1], atol=1e-6)      # two identical sequences
+    np.testing.assert_allclose(pooled[0, 0], np.asarray(encoder({k: v[:, :3] for k, v in ids.items()})[
+        "pooled_output"])[0], atol=1e-6)
