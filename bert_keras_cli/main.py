@@ -577,8 +577,8 @@ def build_parser() -> argparse.ArgumentParser:
                                     "DataflowRunner, FlinkRunner, SparkRunner...; any further flags are Beam "
                                     "pipeline options (e.g. --direct_num_workers 2, --project, --temp_location)")
     p.add_argument("--pack", action="store_true",
-                   help="write packed rows: up to 3 whole instances a row, little padding (docs/pretraining.md; "
-                        "the trainer does not read them yet)")
+                   help="write packed rows: up to 3 whole instances a row, little padding; `pretrain --records` "
+                        "trains on them with attention within each sequence (docs/pretraining.md)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_pretraining_data)
 
