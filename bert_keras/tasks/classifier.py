@@ -5,13 +5,19 @@ Head: dropout + dense on the pooled [CLS] vector, as google-research/bert's run_
 Inputs: the encoder's id dict ([B, S] each). Output: logits [B, num_classes] (float32, also under mixed precision).
 Raw text: texts [B], or (texts_a, texts_b) for `segments=2`; targets: class ids (int), multi-hot rows [B, C]
 (multi-label: train with binary cross-entropy on the logits) or scores (float).
+Packed rows (training only: `finetune --pack`, finetune/packed_examples.py): up to K examples a row, the id dict
+plus `position_ids`, `packed_sequence_ids` [B, S] and `cls_positions` [B, K] -> logits [B, K, C], the same head on
+each example's own pooled [CLS]; `fit` takes targets [B, K] with sample weights [B, K] (1 for an example, 0 for
+an empty slot) and its loss is the mean over the examples, the unpacked loss of the same examples.
 """
 
 from __future__ import annotations
 
 import keras
 import tensorflow as tf
+from keras import ops
 
+from bert_keras.encoder import INPUT_NAMES, PACKED_INPUT_NAMES, is_packed
 from bert_keras.tasks.base import TaskModel, dense_head, id_inputs
 
 
@@ -74,6 +80,30 @@ class BertClassifier(TaskModel):
         super().__init__(inputs, logits, encoder, preprocessor, name=name, num_classes=num_classes,
                          dropout=dropout, label_names=list(label_names) if label_names is not None else None,
                          segments=segments, multi_label=bool(multi_label))
+
+    def call(self, inputs, training=None, mask=None):
+        """Unpacked: the functional graph as built. Packed rows (encoder.is_packed, with "cls_positions" [B, K]):
+        the encoder on the packed row, then the same dropout and dense head on each example's pooled [CLS]
+        (encoder.pool_at) -> logits [B, K, C]."""
+        if not is_packed(inputs):
+            return super().call(inputs, training=training, mask=mask)
+        out = self.encoder({k: inputs[k] for k in INPUT_NAMES + PACKED_INPUT_NAMES}, training=training)
+        pooled = self.encoder.pool_at(out["sequence_output"], inputs["cls_positions"])                # [B, K, H]
+        return self.get_layer("logits")(self.get_layer("head_dropout")(pooled, training=training))
+
+    def compute_output_spec(self, inputs, training=None, mask=None):
+        if not is_packed(inputs):
+            return super().compute_output_spec(inputs, training=training, mask=mask)
+        b, k = inputs["cls_positions"].shape
+        return keras.KerasTensor((b, k, self._task_args["num_classes"]), "float32")
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        """Packed rows: the compiled loss of each example [B, K], averaged over the examples (`sample_weight`
+        [B, K]: 1 for an example, 0 for an empty slot), so the same value as the unpacked batch of the same
+        examples; scaled by 1/replicas as Keras scales compiled losses. Unpacked: Keras' compiled loss."""
+        if not is_packed(x):
+            return super().compute_loss(x, y, y_pred, sample_weight, training)
+        return packed_loss(self.loss, y, y_pred, sample_weight) / tf.distribute.get_strategy().num_replicas_in_sync
 
     @property
     def multi_label(self) -> bool:
@@ -152,3 +182,30 @@ class BertClassifier(TaskModel):
                          "probabilities": dict(zip(self.label_names, map(float, p)))}
                         for label, p in zip(out["label"], out["probabilities"])]
         return results
+
+
+def packed_loss(loss, targets, logits, weights):
+    """A Keras loss averaged over the examples of packed rows: sum(loss per example * weight) / sum(weights).
+
+    Args:
+        loss: a keras.losses.Loss (what the classifier is compiled with: cross-entropy, mean squared error).
+        targets: [B, K] class ids or scores ([B, K, C] multi-hot rows for multi-label).
+        logits: [B, K, C] the packed classifier's output.
+        weights: [B, K]: 1 for an example, 0 for an empty slot.
+
+    Returns:
+        A float32 scalar: the unpacked loss (the mean over examples) of the same examples.
+
+    Example:
+        >>> loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        >>> round(float(packed_loss(loss, np.array([[1, 0]]), np.zeros((1, 2, 2), "float32"),
+        ...                         np.array([[1.0, 0.0]]))), 4)                     # ln 2, one example
+        0.6931
+    """
+    logits = ops.cast(logits, "float32")
+    targets = ops.convert_to_tensor(targets)
+    if len(targets.shape) == 2 and logits.shape[-1] == 1:           # regression: one score per example
+        targets = ops.expand_dims(targets, -1)
+    per_example = ops.cast(loss.call(targets, logits), "float32")                                     # [B, K]
+    weights = ops.cast(weights, "float32")
+    return ops.sum(per_example * weights) / ops.maximum(ops.sum(weights), 1.0)
