@@ -229,7 +229,7 @@ def finetune_config(args):
         mixed_precision=args.mixed_precision, jit_compile=args.jit_compile,
         steps_per_execution=args.steps_per_execution, strategy=args.strategy, tpu=args.tpu, seed=args.seed,
         backend=args.backend,
-        task_args=task_args, progress=not args.quiet, log_every=args.log_every)
+        task_args=task_args, progress=not args.quiet, log_every=args.log_every, save_every=args.save_every)
 
 
 def cmd_finetune(args) -> None:
@@ -294,7 +294,8 @@ def cmd_pretraining_data(args) -> None:
 def cmd_pretrain(args) -> None:
     from bert_keras.pretraining import PretrainConfig, pretrain
     config = PretrainConfig(
-        model=args.model or "bert_base", out=args.out, records=args.records, text=args.text, vocab=args.vocab,
+        model=args.model or "bert_base", out=args.out, records=args.records, text=args.text, pack=args.pack,
+        vocab=args.vocab,
         lower_case=lower_case(args), max_seq_length=args.max_seq_length or 128,
         max_predictions_per_seq=args.max_predictions_per_seq, nsp=not args.no_nsp and not args.text,
         train_steps=args.train_steps, save_every=args.save_every, batch_size=args.batch_size,
@@ -552,6 +553,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-query-length", type=positive_int, help="SQuAD: question tokens kept (default 64)")
     p.add_argument("--max-answer-length", type=positive_int, help="SQuAD: longest answer in tokens (default 30)")
     p.add_argument("--null-score-diff-threshold", type=float, help="SQuAD 2.0: no-answer threshold (default 0)")
+    p.add_argument("--save-every", type=positive_int,
+                   help="a resume point every N steps (a kill loses at most N; default: every 10 minutes), and after "
+                        "every epoch: rerun the same command to resume at the last one")
     p.set_defaults(func=cmd_finetune)
 
     p = sub.add_parser("pretraining-data", help="text files -> pretraining TFRecords (google-research's format)",
@@ -586,6 +590,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_model_flags(p, "preset name (from scratch; needs --vocab), checkpoint folder or .keras file")
     p.add_argument("--records", help="pretraining TFRecords: comma-separated globs or folders")
     p.add_argument("--text", help="or: text files (comma-separated) for dynamic masking, MLM only")
+    p.add_argument("--pack", action="store_true",
+                   help="with --text: pack the masked lines into rows of up to 3 sequences on the fly (attention "
+                        "within each sequence; --batch-size is rows a step). Packed records need no flag")
     add_training_flags(p, learning_rate=1e-4, schedule="google",         # google-research's pretraining
                        lengths="default 128; with --records, the records' own: pretraining-data --max-seq-length",
                        progress="one line per --save-every steps")

@@ -21,6 +21,8 @@ from bert_keras.pretraining.packed_records import packed_feature_spec
 from bert_keras.pretraining.reading_order import SEGMENT, index_files, record_stream
 from bert_keras.pretraining.records import feature_spec
 
+PACK_TEXT_WINDOW = 1024     # lines packed together by `pretrain --text --pack`
+
 
 def records_dataset(files: list[str], batch_size: int, max_seq_length: int, max_predictions_per_seq: int,
                     training: bool = True, seed: int = 0, first_batch: int = 0, nsp: bool = True,
@@ -71,18 +73,30 @@ def model_batch(features: dict, nsp: bool = True) -> tuple[dict, dict]:
 def dynamic_masking_dataset(files: list[str], preprocessor, batch_size: int, max_seq_length: int = 128,
                             max_predictions_per_seq: int = 20, masked_lm_prob: float = 0.15, seed: int = 0,
                             first_batch: int = 0, shard: tuple[int, int] = (0, 1),
-                            index_cache: str | None = None, segment_records: int = SEGMENT) -> tf.data.Dataset:
+                            index_cache: str | None = None, segment_records: int = SEGMENT,
+                            pack: bool = False, pack_window: int = PACK_TEXT_WINDOW) -> tf.data.Dataset:
     """MLM-only (RoBERTa-style) batches from plain text, masked afresh each time a line comes round: TF.Text's
     RandomItemSelector picks `masked_lm_prob` of the real tokens (never [CLS]/[SEP]/[PAD], at most
     `max_predictions_per_seq`), MaskValuesChooser makes them [MASK] 80%, random 10%, unchanged 10%.
     Each non-empty line is one sequence: [CLS] tokens [SEP], cut to max_seq_length. The lines of batch n are
     fixed by (seed, n) as for records; the masks are drawn by TF.Text's samplers from the op seeds, so after a
-    resume they are fresh draws, not the uninterrupted run's."""
+    resume they are fresh draws, not the uninterrupted run's.
+
+    `pack` (`pretrain --text --pack`): rows filled on the fly. The lines are masked `pack_window` at a time, each
+    sequence as unpacked, and each window's sequences packed into rows of up to 3 by the records' packer
+    (packing.pack_lengths, packed_records.pack_instances: deterministic, a function of the window's lengths in
+    order); the rows are then batched `batch_size` at a time, so every batch has static shapes
+    ([batch_size, max_seq_length], 3 x max_predictions_per_seq slots) and model_batch's packed names (x adds
+    position_ids, packed_sequence_ids, cls_positions; MLM only). A window's rows do not fill whole batches, so
+    which rows batch n holds depends on the windows before it: a resumed packed run packs the lines from the
+    start again and skips the `first_batch` batches already trained on (tokenizing and packing, not training;
+    the rows are the uninterrupted run's, the masks fresh draws)."""
     import tensorflow_text as text
     vocab = list(preprocessor.vocab)
     cls_id, sep_id, mask_id = (vocab.index(t) for t in ("[CLS]", "[SEP]", "[MASK]"))
     pad_id = vocab.index("[PAD]") if "[PAD]" in vocab else 0
-    selector = text.RandomItemSelector(max_selections_per_batch=max_predictions_per_seq * batch_size,
+    lines_per_batch = pack_window if pack else batch_size
+    selector = text.RandomItemSelector(max_selections_per_batch=max_predictions_per_seq * lines_per_batch,
                                        selection_rate=masked_lm_prob, unselectable_ids=[cls_id, sep_id, pad_id])
     chooser = text.MaskValuesChooser(len(vocab), mask_id, mask_token_rate=0.8, random_token_rate=0.1)
 
@@ -99,9 +113,59 @@ def dynamic_masking_dataset(files: list[str], preprocessor, batch_size: int, max
              "input_type_ids": tf.cast(type_ids, tf.int32), "masked_lm_positions": tf.cast(positions, tf.int32)}
         return x, {"masked_lm_ids": tf.cast(labels, tf.int32), "masked_lm_weights": tf.cast(weights, tf.float32)}
 
-    ds = _stream(files, "text", batch_size, first_batch, True, seed, 10_000, shard, index_cache, segment_records)
-    ds = ds.map(tf.strings.strip).batch(batch_size, drop_remainder=True).map(mask)
+    if not pack:
+        ds = _stream(files, "text", batch_size, first_batch, True, seed, 10_000, shard, index_cache,
+                     segment_records)
+        ds = ds.map(tf.strings.strip).batch(batch_size, drop_remainder=True).map(mask)
+        return ds.prefetch(tf.data.AUTOTUNE)
+    ds = _stream(files, "text", batch_size, 0, True, seed, 10_000, shard, index_cache, segment_records)
+    ds = ds.map(tf.strings.strip).batch(pack_window, drop_remainder=True).map(mask)
+    ds = ds.map(lambda x, y: pack_masked_batch(x, y, max_seq_length, max_predictions_per_seq))
+    ds = ds.unbatch().batch(batch_size, drop_remainder=True).skip(first_batch)
     return ds.prefetch(tf.data.AUTOTUNE)
+
+
+def pack_masked_batch(x: dict, y: dict, max_seq_length: int, max_predictions_per_seq: int) -> tuple[dict, dict]:
+    """A batch of masked sequences (dynamic_masking_dataset's unpacked (x, y)) -> the same sequences packed into
+    rows of up to 3 (packing.pack_lengths, packed_records.pack_instances, in a tf.numpy_function), as model_batch
+    names packed rows, MLM only; the number of rows R depends on the lengths.
+
+    Args:
+        x: {input_word_ids, input_mask, input_type_ids [N, S], masked_lm_positions [N, P]} tensors.
+        y: {masked_lm_ids [N, P] int32, masked_lm_weights [N, P] float32}.
+        max_seq_length: S; max_predictions_per_seq: P.
+
+    Returns:
+        (x, y): x adds position_ids, packed_sequence_ids [R, S] and cls_positions [R, 3]; masked_lm_positions,
+        masked_lm_ids, masked_lm_weights are [R, 3 P].
+
+    Example:
+        >>> x, y = pack_masked_batch(x, y, 128, 20)                                     # doctest: +SKIP
+    """
+    import numpy as np
+
+    from bert_keras.pretraining.packed_records import pack_instances
+    from bert_keras.pretraining.packing import MAX_SEQUENCES_PER_ROW, pack_lengths
+    names = ("input_ids", "input_mask", "segment_ids", "packed_sequence_ids", "position_ids", "masked_lm_positions",
+             "masked_lm_ids", "masked_lm_weights", "cls_positions")
+
+    def pack(ids, input_mask, segments, positions, labels, weights):
+        features = {"input_ids": ids, "input_mask": input_mask, "segment_ids": segments,
+                    "masked_lm_positions": positions, "masked_lm_ids": labels, "masked_lm_weights": weights,
+                    "next_sentence_labels": np.zeros((len(ids), 1), np.int32)}
+        packed = pack_instances(features, pack_lengths(input_mask.sum(1), max_seq_length))
+        return [packed[name].astype(np.float32 if name.endswith("_weights") else np.int32) for name in names]
+
+    outputs = tf.numpy_function(pack, [x["input_word_ids"], x["input_mask"], x["input_type_ids"],
+                                       x["masked_lm_positions"], y["masked_lm_ids"], y["masked_lm_weights"]],
+                                [tf.float32 if name.endswith("_weights") else tf.int32 for name in names],
+                                stateful=False)
+    slots = MAX_SEQUENCES_PER_ROW * max_predictions_per_seq
+    widths = {"masked_lm_positions": slots, "masked_lm_ids": slots, "masked_lm_weights": slots,
+              "cls_positions": MAX_SEQUENCES_PER_ROW}
+    for name, value in zip(names, outputs):
+        value.set_shape([None, widths.get(name, max_seq_length)])
+    return model_batch(dict(zip(names, outputs)), nsp=False)
 
 
 def _stream(files, kind, batch_size, first_batch, training, seed, shuffle_buffer, shard, index_cache,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import time
 
 import keras
 
@@ -31,6 +32,9 @@ class PretrainConfig(TrainingConfig):
         out: the run folder (a rerun with the same `out` resumes from its checkpoint).
         records: comma-separated globs or folders of pretraining TFRecords (google-research's features).
         text: or comma-separated text files, masked dynamically (masked LM only).
+        pack: with `text`: pack the masked lines into rows of up to 3 sequences on the fly
+            (dataset.dynamic_masking_dataset's `pack`); `batch_size` is then rows a step. (Packed records are
+            packed by pretraining-data --pack and seen by their features.)
         max_predictions_per_seq: masked positions per sequence.
         nsp: train next-sentence prediction too (records only).
         train_steps: optimizer steps in all; a multiple of `save_every`.
@@ -48,6 +52,7 @@ class PretrainConfig(TrainingConfig):
     out: str
     records: str | None = None
     text: str | None = None
+    pack: bool = False
     learning_rate: float = dataclasses.field(default=1e-4, kw_only=True)
     max_predictions_per_seq: int = 20
     nsp: bool = True
@@ -85,6 +90,28 @@ class StepCheckpoint(keras.callbacks.Callback):
     def on_epoch_end(self, epoch, logs=None):
         step = (epoch + 1) * self.steps
         save_resume_point(self.model, self.folder, step, {"step": step})
+
+
+class Throughput(keras.callbacks.Callback):
+    """Real tokens per second of each interval (Keras epoch), added to its logs (so to the History, the printed
+    line and TensorBoard's epoch scalars) and printed: `rows_per_step` x steps x the interval's mean
+    `real_tokens_per_row` (BertPretrainer's metric: input_mask ones, packed or not) / its wall time."""
+
+    def __init__(self, rows_per_step: int, steps_per_interval: int):
+        super().__init__()
+        self.rows, self.steps, self.start = rows_per_step, steps_per_interval, None
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.start = time.perf_counter()
+
+    def on_epoch_end(self, epoch, logs=None):
+        if logs is None or "real_tokens_per_row" not in logs or self.start is None:
+            return
+        seconds = time.perf_counter() - self.start
+        logs["seconds"] = seconds
+        logs["real_tokens_per_second"] = logs["real_tokens_per_row"] * self.rows * self.steps / seconds
+        print(f"interval {epoch + 1}: {logs['real_tokens_per_second']:.0f} real tokens/s "
+              f"({self.rows * self.steps / seconds:.1f} rows/s)", flush=True)
 
 
 # What a pretraining run writes in its folder (what --overwrite deletes first).
@@ -138,12 +165,16 @@ def _pretrain(config: PretrainConfig) -> dict:
         raise ValueError(f"--warmup-steps {warmup} must be between 0 and --train-steps {config.train_steps}")
     strategy = start(config)            # first: MultiWorkerMirroredStrategy configures collectives before any op
     packed = False
+    if config.pack and not config.text:
+        raise ValueError("--pack packs --text lines on the fly; records are packed by pretraining-data --pack "
+                         "(pretrain --records sees packed files by their features)")
     if config.records:
         files = record_files(config.records)
         packed = records_are_packed(files)             # pretraining-data --pack: rows of up to 3 sequences
         spec = packed_feature_spec(config.max_seq_length, config.max_predictions_per_seq) if packed else None
         check_records(files[:1], config.max_seq_length, config.max_predictions_per_seq, spec)
     else:
+        packed = config.pack
         files = [f.strip() for f in config.text.split(",")]
         missing = [f for f in files if not os.path.exists(f)]
         if missing:
@@ -181,12 +212,13 @@ def _pretrain(config: PretrainConfig) -> dict:
                                  nsp=config.nsp, packed=packed, **where)
         else:
             ds = dynamic_masking_dataset(files, preprocessor, batch_size, config.max_seq_length,
-                                         config.max_predictions_per_seq, **where)
+                                         config.max_predictions_per_seq, pack=config.pack, **where)
         return with_static_shapes(ds, batch_size)      # fixed by construction: let the TPU compile see it
     data = distributed_input(strategy, make_dataset, config.batch_size)
     history = fit(model, data, config, epochs=config.train_steps // config.save_every,
                   steps_per_epoch=config.save_every, initial_epoch=step // config.save_every,
-                  callbacks=[checkpoint, *log_callbacks(out, "mlm_accuracy", config.log_every)])
+                  callbacks=[checkpoint, Throughput(config.batch_size, config.save_every),
+                             *log_callbacks(out, "mlm_accuracy", config.log_every)])
     _save(model, preprocessor, out)
     history = [dict(zip(history.history, values)) for values in zip(*history.history.values())]
     _write_metrics(out, config, strategy, history, packed)
@@ -195,15 +227,21 @@ def _pretrain(config: PretrainConfig) -> dict:
 
 
 def _write_metrics(out: str, config: PretrainConfig, strategy, history: list, packed: bool) -> None:
-    """metrics.json: the run record (training/record.py), each interval's logs, whether the records were packed,
-    and the rows and sequences a step trains on (packed: rows x the sequences_per_row measured in training)."""
+    """metrics.json: the run record (training/record.py), each interval's logs, whether the rows were packed,
+    the rows and sequences a step trains on (packed: rows x the sequences_per_row measured in training), and
+    real tokens per second (Throughput's, over the intervals after the first when there are several: the first
+    holds the compilation)."""
     from bert_keras.training.record import run_record
     from bert_keras.atomic import write_json
     per_row = [h["sequences_per_row"] for h in history if "sequences_per_row" in h] if packed else []
     per_row = sum(per_row) / len(per_row) if per_row else (None if packed else 1.0)
+    timed = [h for h in history if "seconds" in h]
+    timed = timed[1:] if len(timed) > 1 else timed
+    tokens = sum(h["real_tokens_per_second"] * h["seconds"] for h in timed)
     write_json(os.path.join(out, "metrics.json"), {
         "packed": packed, "rows_per_step": config.batch_size,
         "sequences_per_step": None if per_row is None else round(per_row * config.batch_size, 4),
+        "real_tokens_per_second": round(tokens / sum(h["seconds"] for h in timed), 1) if timed else None,
         "history": history, **run_record(config, strategy)})
 
 

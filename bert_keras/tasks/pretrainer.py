@@ -70,6 +70,7 @@ class BertPretrainer(TaskModel):
         self.mlm_accuracy = keras.metrics.Mean(name="mlm_accuracy")
         self.nsp_accuracy = keras.metrics.Mean(name="nsp_accuracy")
         self.sequences_per_row = keras.metrics.Mean(name="sequences_per_row")       # packed batches only
+        self.real_tokens_per_row = keras.metrics.Mean(name="real_tokens_per_row")   # input_mask ones a row
 
     def call(self, inputs, training=None, mask=None):
         """Unpacked: the functional graph as built. Packed rows (encoder.is_packed): the same layers on the
@@ -101,7 +102,8 @@ class BertPretrainer(TaskModel):
 
     def compute_metrics(self, x, y, y_pred, sample_weight=None):
         """MLM accuracy over real predictions (weight 1), NSP accuracy (MLM+NSP only) and, for packed rows, the
-        sequences a row holds on average (its largest packed_sequence_id)."""
+        sequences a row holds on average (its largest packed_sequence_id); and the real tokens a row holds on
+        average (its input_mask ones: what real tokens per second counts, packed or not)."""
         hit = ops.equal(ops.cast(ops.argmax(y_pred["mlm_logits"], -1), "int32"),
                         ops.cast(y["masked_lm_ids"], "int32"))
         self.mlm_accuracy.update_state(ops.cast(hit, "float32"), sample_weight=y["masked_lm_weights"])
@@ -111,6 +113,7 @@ class BertPretrainer(TaskModel):
             weights = y.get("next_sentence_weights")              # packed rows: their sequences only
             self.nsp_accuracy.update_state(ops.cast(nsp_hit, "float32"),
                                            sample_weight=None if weights is None else ops.reshape(weights, (-1,)))
+        self.real_tokens_per_row.update_state(ops.sum(ops.cast(x["input_mask"], "float32"), axis=1))
         packed = is_packed(x)
         if packed:
             self.sequences_per_row.update_state(ops.cast(ops.max(x["packed_sequence_ids"], axis=1), "float32"))

@@ -45,6 +45,24 @@ def test_unpacked_records_train_one_sequence_a_row(minilm_vocab, record_folders,
     assert not result["packed"] and metrics["packed"] is False
     assert metrics["rows_per_step"] == metrics["sequences_per_step"] == 4
     assert "sequences_per_row" not in metrics["history"][0]
+    assert metrics["real_tokens_per_second"] > 0 and 0 < metrics["history"][0]["real_tokens_per_row"] <= SEQ
+
+
+def test_text_pack_trains_on_rows_filled_on_the_fly_and_records_it(minilm_vocab, tmp_path, capsys):
+    from bert_keras_cli.main import main
+    from conftest import FIXTURES
+    out = tmp_path / "text_packed"
+    main(["pretrain", "--model", "bert_tiny", "--vocab", minilm_vocab, "--text",
+          str(FIXTURES / "pretraining_corpus.txt"), "--pack", "--out", str(out), "--max-seq-length", "64",
+          "--batch-size", "4", "--train-steps", "4", "--save-every", "2", "--warmup-steps", "1", "--quiet"])
+    assert "real tokens/s" in capsys.readouterr().out                 # the run's log, every interval
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["packed"] is True and metrics["rows_per_step"] == 4
+    assert 4 < metrics["sequences_per_step"] <= 12
+    assert metrics["real_tokens_per_second"] > 0
+    assert all(np.isfinite(h["loss"]) and "nsp_accuracy" not in h for h in metrics["history"])
+    # real tokens a row: more than one sequence's, at most the row's 64
+    assert all(0 < h["real_tokens_per_row"] <= 64 for h in metrics["history"])
 
 
 def test_a_mix_of_packed_and_unpacked_files_is_refused(minilm_vocab, record_folders, tmp_path):
