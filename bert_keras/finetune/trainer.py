@@ -12,9 +12,11 @@ The output folder holds, when it finishes:
   logs/               TensorBoard (loss and learning rate every `log_every` steps, the evaluation metric and the
                       epoch's loss and learning rate after each epoch)
   training_curves.png loss per step and the metric per epoch
-  backup/             while training, a resume point after every epoch (training/resume.py: weights with the
-                      optimizer's state, dropout seeds, the scores so far): a rerun of the same command after a
-                      kill resumes there, with the batches and dropout masks the whole run would have had
+  backup/             while training, a resume point after every epoch and within it every `save_every` steps, or
+                      every 10 minutes by default (training/resume.py: weights with the optimizer's state and
+                      step, dropout seeds, the step within the epoch and its running metrics, the scores so
+                      far): a rerun of the same command after a kill resumes at that step, with the batches and
+                      dropout masks the whole run would have had
 On a CPU or GPU every training example is used each epoch (the last batch may be smaller); on a TPU, or with a
 fixed --seq-length under XLA, the last partial batch is dropped (static shapes) and the run says so. In a
 multi-worker job the chief writes `out`, the other workers their own `out/worker-<i>`.
@@ -30,15 +32,16 @@ import tensorflow as tf
 
 from bert_keras.atomic import atomic_file, write_json
 from bert_keras.checkpoints.load import pooler_unused
+from bert_keras.finetune.packed_examples import packed_training
 from bert_keras.finetune.source_head import start_from_source_head
 from bert_keras.loading import load_backbone
 from bert_keras.training.callbacks import EpochEvaluation, EpochTimer, TrainingCurves  # noqa: F401 (old home)
 from bert_keras.training.config import TrainingConfig
 from bert_keras.training.input_pipelines import distributed_input
 from bert_keras.training.record import run_record
-from bert_keras.training.resume import EpochCheckpoint
-from bert_keras.training.setup import (compile_for_training, fit, log_callbacks, output_folder, start,
-                                       static_batches)
+from bert_keras.training.resume import ResumeCheckpoint
+from bert_keras.training.setup import (build_from_spec, compile_for_training, fit, log_callbacks, output_folder,
+                                       start, static_batches)
 
 
 @dataclasses.dataclass
@@ -59,9 +62,13 @@ class FinetuneConfig(TrainingConfig):
             fine-tuning: over 3 seeds on the dev slices of SST-2, OpenBookQA, CoNLL-2003 and SQuAD its mean was
             at or above google-research's ("google") on every task (docs/accuracy.md).
         seq_length: a fixed sequence length (TPUs); None pads each batch to its longest (a multiple of 8).
+        pack: sentence classification and regression with a fixed seq_length: train on rows of up to `pack`
+            examples each (finetune/packed_examples.py; `batch_size` stays examples per step); 0: one a row.
         max_train_examples, max_eval_examples: use only the first N examples.
         task_args: task options (SQuAD: doc_stride, max_query_length, max_answer_length,
             null_score_diff_threshold).
+        save_every: a resume point every this many steps within an epoch (a kill loses at most that many); None:
+            one every SAVE_SECONDS of training (10 minutes). Both: whichever comes first; and one after every epoch.
         The rest (batch size, learning rate, precision, strategy, seed...): bert_keras.training.TrainingConfig.
 
     Example:
@@ -80,9 +87,11 @@ class FinetuneConfig(TrainingConfig):
     warmup_proportion: float = 0.1
     schedule: str = dataclasses.field(default="linear", kw_only=True)
     seq_length: int | None = None
+    pack: int = dataclasses.field(default=0, kw_only=True)
     max_train_examples: int | None = None
     max_eval_examples: int | None = None
     task_args: dict = dataclasses.field(default_factory=dict)
+    save_every: int | None = None
 
 
 def _files(config: FinetuneConfig, task) -> tuple[str, str | None]:
@@ -117,7 +126,7 @@ def resume_settings(config: FinetuneConfig) -> dict:
     """The settings a resumed run must share with the run it continues: all but where and how it reports, the
     evaluation, and the devices (a run may resume on other hardware)."""
     ignored = {"out", "progress", "log_every", "eval", "eval_batch_size", "max_eval_examples", "strategy",
-               "backend", "tpu", "steps_per_execution"}
+               "backend", "tpu", "steps_per_execution", "save_every"}
     return {k: v for k, v in dataclasses.asdict(config).items() if k not in ignored}
 
 
@@ -133,11 +142,13 @@ def _check_settings(config: FinetuneConfig) -> None:
     for name in ("batch_size", "eval_batch_size", "max_seq_length", "steps_per_execution", "log_every"):
         if getattr(config, name) < 1:
             raise ValueError(f"--{name.replace('_', '-')} {getattr(config, name)}: give a positive number")
-    for name in ("seq_length", "max_train_examples", "max_eval_examples"):
+    for name in ("seq_length", "max_train_examples", "max_eval_examples", "save_every"):
         if getattr(config, name) is not None and getattr(config, name) < 1:
             raise ValueError(f"--{name.replace('_', '-')} {getattr(config, name)}: give a positive number")
     if not 0 <= config.warmup_proportion <= 1:
         raise ValueError(f"--warmup-proportion {config.warmup_proportion}: give a share of the steps in [0, 1]")
+    if config.pack < 0 or (config.pack and config.seq_length is None):
+        raise ValueError(f"--pack {config.pack}: give a positive number of examples a row, with --seq-length")
     if not config.epochs > 0:
         raise ValueError(f"--epochs {config.epochs}: give a positive number of passes")
     if not config.learning_rate > 0:
@@ -151,6 +162,20 @@ def _check(config: FinetuneConfig, train: list, train_file: str, evaluation: lis
     for examples, path, use in ((train, train_file, "train"), (evaluation, eval_file, "evaluate")):
         if any(getattr(example, "label", 0) is None for example in examples):
             raise ValueError(f"{path} has no labels (the layout of a test file): {use} on a labelled file")
+
+
+# A resume point at least this often (seconds of a run in one process; several processes save by steps and epochs
+# only, so that all of them keep the same points).
+SAVE_SECONDS = 600
+
+
+def several_processes(strategy) -> bool:
+    """Is the run one of several processes (a multi-worker job, a JAX run over several hosts)?"""
+    from bert_keras.backends import on_tensorflow
+    if not on_tensorflow():
+        import jax
+        return jax.process_count() > 1
+    return strategy.extended._in_multi_worker_mode()
 
 
 # What a fine-tuning run writes in its folder (what --overwrite deletes first).
@@ -219,23 +244,30 @@ def _finetune(config: FinetuneConfig, callbacks: list | None) -> dict:
             print(note, flush=True)
         if not task.uses_pooler:           # its head reads the tokens: the pooler gets no gradient, so no update
             model.encoder.pooler.trainable = False
-        per_epoch, sequences = steps_per_epoch(task, train, model, config.batch_size, drop)
+        packed = packed_training(task, train, model, config, strategy) if config.pack else None
+        per_epoch, sequences = ((packed.steps_per_epoch, packed.examples_per_epoch) if packed else
+                                steps_per_epoch(task, train, model, config.batch_size, drop))
         if per_epoch < 1:
             raise ValueError(f"{sequences} training sequences is fewer than one batch of {config.batch_size}: "
                              "lower --batch-size or give more data")
         total_steps = max(1, int(per_epoch * config.epochs))
         compile_for_training(model, config, total_steps, int(total_steps * config.warmup_proportion),
                              **task.compile_args())
-    if drop and sequences % config.batch_size:
+    if drop and sequences % config.batch_size and not packed:
         print(f"dropping the last partial batch of each epoch ({sequences % config.batch_size} of {sequences} "
               f"training sequences): shapes must be static on a TPU or with --seq-length and --jit-compile",
               flush=True)
     timer = EpochTimer()
     evaluator = EpochEvaluation(task, evaluation, config.eval_batch_size, out) if evaluation else None
-    checkpoint = EpochCheckpoint(os.path.join(out, "backup"), resume_settings(config), evaluator, timer)
+    per_step = min(per_epoch, total_steps)
+    checkpoint = ResumeCheckpoint(os.path.join(out, "backup"), resume_settings(config), evaluator, timer, per_step,
+                                  config.save_every, None if several_processes(strategy) else SAVE_SECONDS)
     with strategy.scope():
         done = checkpoint.restore(model)
-    if done:
+    if checkpoint.batch:
+        print(f"resumed at step {checkpoint.step}: batch {checkpoint.batch} of {per_step} in epoch {done + 1} "
+              f"({checkpoint.folder})", flush=True)
+    elif done:
         print(f"resumed after epoch {done} ({checkpoint.folder})", flush=True)
     # The evaluation before the logs, so they see its metric; the checkpoint after the records it keeps.
     own = [timer, *([evaluator] if evaluator else []), checkpoint,
@@ -243,21 +275,24 @@ def _finetune(config: FinetuneConfig, callbacks: list | None) -> dict:
     # When the batches divide the data evenly, drop_remainder drops nothing and tells the graph the batch size
     # (a static batch dimension: the same kernels, so the same float results, as before partial batches were kept).
     whole = drop or sequences % config.batch_size == 0
-    per_step = min(per_epoch, total_steps)
-    train_input = distributed_input(strategy, lambda shard, shards, batch_size: training_input(
+    train_input = packed.input(strategy, checkpoint.step) if packed else distributed_input(
+        strategy, lambda shard, shards, batch_size: training_input(
         task, train, model, config, shard, shards, batch_size, whole,
-        skip_batches=done * per_step * config.batch_size // (batch_size * shards)), config.batch_size)
+        skip_batches=checkpoint.step * config.batch_size // (batch_size * shards)), config.batch_size)
+    if checkpoint.batch and isinstance(train_input, tf.data.Dataset):
+        build_from_spec(model, train_input.element_spec)    # the epoch's running metrics load before its first step
     started = time.perf_counter()
     fit(model, train_input, config, epochs=max(1, int(-(-config.epochs // 1))), steps_per_epoch=per_step,
         initial_epoch=done, callbacks=own + list(callbacks or []))
     timing = _timing(time.perf_counter() - started, timer.seconds, evaluator.seconds if evaluator else [],
-                     sequences if not drop else per_epoch * config.batch_size)
+                     sequences if not drop or packed else per_epoch * config.batch_size)
     scores = evaluator.history if evaluator else []
     final = scores[-1] if scores else {}
     _save(model, out, {"task": config.task, "train": train_file, "eval": eval_file,
                        "train_examples": len(train), "eval_examples": len(evaluation),
                        "training_sequences": sequences, "steps_per_epoch": per_epoch, "steps": total_steps,
-                       "dropped_last_batch": bool(drop and sequences % config.batch_size),
+                       "dropped_last_batch": bool(drop and sequences % config.batch_size and not packed),
+                       **({"packed": packed.summary()} if packed else {}),
                        "final": final, "history": scores, "timing": timing, **run_record(config, strategy)})
     checkpoint.finish()
     return {"metrics": final, "history": scores, "loss": checkpoint.losses, "timing": timing,

@@ -22,6 +22,7 @@ import contextlib
 import json
 import os
 import shutil
+import time
 
 import keras
 
@@ -162,10 +163,31 @@ def set_seed_states(model, states: list) -> None:
         generator.state.assign(state)
 
 
-class EpochCheckpoint(keras.callbacks.Callback):
-    """A resume point at the end of every epoch, for `model.fit` runs that must survive a kill: weights and the
-    optimizer's state, the dropout seeds, the epoch's loss, and the records of the evaluation and the timer.
-    Put it after the callbacks whose records it keeps.
+def metric_states(model) -> list:
+    """The values of `model`'s metric variables (the running loss and the compiled metrics of the current epoch):
+    a point saved mid-epoch keeps them, so the resumed epoch reports the mean over all its batches."""
+    return [keras.ops.convert_to_numpy(v.value).tolist() for v in model.metrics_variables]
+
+
+def set_metric_states(model, states: list) -> None:
+    """Assigns `states` (from `metric_states` on the same compiled model) to `model`'s metric variables."""
+    variables = model.metrics_variables
+    if len(variables) != len(states):
+        raise ValueError(f"the resume point holds {len(states)} metric values, the model has {len(variables)}: it "
+                         "was compiled with other metrics")
+    for variable, state in zip(variables, states):
+        variable.assign(state)
+
+
+class ResumeCheckpoint(keras.callbacks.Callback):
+    """Resume points for `model.fit` runs that must survive a kill: after every epoch, and within an epoch every
+    `save_every` steps and/or every `save_seconds` of training (whichever comes first). A point holds the weights
+    and the optimizer's state (its step count, so the learning-rate schedule goes on), the dropout seeds, the step
+    and the batch within the epoch, the epoch's running metrics so far, the loss of each finished epoch, and the
+    records of the evaluation and the timer. Put it after the callbacks whose records it keeps.
+
+    Saving reads the model and writes files only (no random draw, no change to the training state), so the weights
+    at the end do not depend on when points were saved: a time-based trigger is as deterministic as a step count.
 
     Args:
         folder: the resume folder (`<run>/backup`).
@@ -173,21 +195,32 @@ class EpochCheckpoint(keras.callbacks.Callback):
             refused, so a rerun with a changed recipe is not silently continued from another run's weights.
         evaluation: an EpochEvaluation whose `history` and `seconds` are kept, or None.
         timer: an EpochTimer whose `seconds` are kept, or None.
+        steps_per_epoch: the `steps_per_epoch` given to `fit` (needed for points within an epoch).
+        save_every: a point every this many steps (at multiples of it); None: none by step count.
+        save_seconds: a point once this many seconds passed since the last one; None: none by time.
 
-    `restore(model)` returns the number of epochs already done (0 without a resume point): fit from there, with
-    the input advanced past the batches those epochs read. `losses` holds each epoch's mean training loss.
+    `restore(model)` returns the number of whole epochs done (0 without a resume point) and sets `step`, the
+    batches trained so far: fit from that epoch, with the input advanced past `step` batches; the first epoch
+    then ends after the batches it had left. `losses` holds each epoch's mean training loss.
 
     Example:
-        >>> checkpoint = EpochCheckpoint("run/backup", {"seed": 0})
+        >>> checkpoint = ResumeCheckpoint("run/backup", {"seed": 0}, steps_per_epoch=100, save_every=20)
         >>> done = checkpoint.restore(model)                                        # doctest: +SKIP
-        >>> model.fit(data, epochs=3, initial_epoch=done, callbacks=[checkpoint])   # doctest: +SKIP
+        >>> data = make_dataset().repeat().skip(checkpoint.step)                     # doctest: +SKIP
+        >>> model.fit(data, epochs=3, steps_per_epoch=100, initial_epoch=done,
+        ...           callbacks=[checkpoint])                                       # doctest: +SKIP
     """
 
-    def __init__(self, folder: str, settings: dict, evaluation=None, timer=None):
+    def __init__(self, folder: str, settings: dict, evaluation=None, timer=None, steps_per_epoch: int | None = None,
+                 save_every: int | None = None, save_seconds: float | None = None):
         super().__init__()
         self.folder, self.settings = folder, json.loads(json.dumps(settings))
         self.evaluation, self.timer = evaluation, timer
+        self.steps_per_epoch, self.save_every, self.save_seconds = steps_per_epoch, save_every, save_seconds
         self.losses: list[float] = []
+        self.step, self.batch = 0, 0          # batches trained in all, and in the current epoch
+        self._resumed = None                  # a point within an epoch: its running metrics and seconds
+        self._offset, self._epoch, self._saved_step, self._saved_at, self._stopped = 0, 0, 0, 0.0, False
 
     def restore(self, model) -> int:
         record = read_resume_point(self.folder)
@@ -206,15 +239,59 @@ class EpochCheckpoint(keras.callbacks.Callback):
             self.evaluation.history, self.evaluation.seconds = list(record["history"]), list(record["eval_seconds"])
         if self.timer is not None:
             self.timer.seconds = list(record["train_seconds"])
-        return int(record["epoch"])
+        epoch = int(record["epoch"])
+        self.step = int(record.get("step", epoch * (self.steps_per_epoch or 0)))    # (points of epochs only)
+        self.batch, self._saved_step = int(record.get("batch", 0)), self.step
+        if self.batch:
+            self._resumed = record
+        return epoch
+
+    def on_train_begin(self, logs=None):
+        self._saved_at = time.monotonic()
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._epoch, self._offset = epoch, 0
+        if self._resumed is not None:         # the epoch a mid-epoch point is in: go on from its batch
+            set_metric_states(self.model, self._resumed["metrics"])        # (fit has just reset them)
+            if self.timer is not None and self.timer._start is not None:
+                self.timer._start -= self._resumed.get("epoch_seconds", 0.0)
+            self._offset, self._resumed = self.batch, None
+        self.batch = self._offset
+
+    def on_train_batch_end(self, batch, logs=None):
+        done = self._offset + batch + 1            # (`batch`: the last step of the call, steps_per_execution > 1)
+        self.step += done - self.batch
+        self.batch = done
+        if self.steps_per_epoch and done >= self.steps_per_epoch:
+            if self._offset and not self.model.stop_training:   # a resumed epoch ends after the batches it had left
+                self.model.stop_training = self._stopped = True
+            return                                 # (the epoch's own point follows)
+        due = ((self.save_every and self.step // self.save_every > self._saved_step // self.save_every)
+               or (self.save_seconds is not None and time.monotonic() - self._saved_at >= self.save_seconds))
+        if due:
+            self._save(self._epoch, done)
 
     def on_epoch_end(self, epoch, logs=None):
+        if self._stopped:                          # the resumed epoch is over, the run goes on
+            self.model.stop_training = self._stopped = False
         self.losses.append(float((logs or {}).get("loss", float("nan"))))
-        save_resume_point(self.model, self.folder, epoch + 1, {
-            "epoch": epoch + 1, "settings": self.settings, "seeds": seed_states(self.model), "losses": self.losses,
-            "history": self.evaluation.history if self.evaluation else [],
-            "eval_seconds": self.evaluation.seconds if self.evaluation else [],
-            "train_seconds": self.timer.seconds if self.timer else []})
+        self._save(epoch + 1, 0)
+
+    def _save(self, epoch: int, batch: int) -> None:
+        """Resume point at `epoch` whole epochs and `batch` more (a point within an epoch keeps its metrics)."""
+        if hasattr(self.model, "jax_state_sync"):  # JAX: fit keeps the state outside the variables between steps
+            self.model.jax_state_sync()
+        record = {"epoch": epoch, "batch": batch, "step": self.step, "settings": self.settings,
+                  "seeds": seed_states(self.model), "losses": self.losses,
+                  "history": self.evaluation.history if self.evaluation else [],
+                  "eval_seconds": self.evaluation.seconds if self.evaluation else [],
+                  "train_seconds": self.timer.seconds if self.timer else []}
+        if batch:
+            record["metrics"] = metric_states(self.model)
+            start = getattr(self.timer, "_start", None)
+            record["epoch_seconds"] = time.perf_counter() - start if start is not None else 0.0
+        save_resume_point(self.model, self.folder, self.step, record)
+        self._saved_step, self._saved_at = self.step, time.monotonic()
 
     def finish(self) -> None:
         """Removes the resume folder: call it once the run's results are saved."""

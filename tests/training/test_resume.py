@@ -78,6 +78,43 @@ def test_a_stopped_fine_tuning_run_resumes_to_the_uninterrupted_weights(minilm_v
     assert not (tmp_path / "stopped" / "backup").exists()         # removed once model.keras is saved
 
 
+class StopAtStep(keras.callbacks.Callback):
+    """Stands for a kill after training step `step` (it runs after finetune's own callbacks, so after a point saved
+    at that step)."""
+
+    def __init__(self, step):
+        super().__init__()
+        self.step = step
+
+    def on_train_batch_end(self, batch, logs=None):
+        if int(keras.ops.convert_to_numpy(self.model.optimizer.iterations)) == self.step:
+            raise KeyboardInterrupt
+
+
+def test_a_run_stopped_mid_epoch_resumes_at_its_step(minilm_vocab, tmp_path, capsys):
+    """--save-every 2 over epochs of 5 batches: stopped at step 9 (batch 4 of epoch 2), the last point is step 8;
+    the rerun goes on from batch 3 of epoch 2 and ends with the weights, epoch losses and scores of the whole run
+    (the running loss of the interrupted epoch is kept, so its mean is over all its batches)."""
+    train = sst2_file(tmp_path / "train.tsv", 70)              # 5 batches of 16, the last partial
+
+    def config(out, **changes):
+        return FinetuneConfig(**{**dict(task="sst-2", model="bert_tiny", vocab=minilm_vocab, out=str(tmp_path / out),
+                                        train=str(train), eval=str(train), epochs=3, batch_size=16,
+                                        learning_rate=1e-3, max_seq_length=64, progress=False, save_every=2),
+                                 **changes})
+    whole = finetune(config("whole", save_every=None))           # no point within an epoch: the same weights
+    with pytest.raises(KeyboardInterrupt):
+        finetune(config("stopped"), callbacks=[StopAtStep(9)])
+    point = read_resume_point(str(tmp_path / "stopped" / "backup"))
+    assert (point["step"], point["epoch"], point["batch"]) == (8, 1, 3)
+    capsys.readouterr()
+    resumed = finetune(config("stopped", save_every=3))          # another interval: not a setting of the run
+    assert "resumed at step 8: batch 3 of 5 in epoch 2" in capsys.readouterr().out
+    assert resumed["loss"] == whole["loss"] and resumed["history"] == whole["history"]
+    for a, b in zip(whole["model"].get_weights(), resumed["model"].get_weights()):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_a_run_folder_is_new_unfinished_or_finished(tmp_path):
     """run_folder: a file or a finished run is refused (overwrite deletes the old run's outputs and goes on); a
     folder the run created is removed when the run fails before its first resume point, kept after one."""
