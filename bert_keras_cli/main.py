@@ -225,6 +225,7 @@ def finetune_config(args):
         batch_size=args.batch_size, learning_rate=args.learning_rate, warmup_proportion=args.warmup_proportion,
         schedule=args.schedule, weight_decay=args.weight_decay, adam_epsilon=args.adam_epsilon,
         seq_length=args.seq_length, max_seq_length=args.max_seq_length or (384 if "squad" in args.task else 128),
+        pack=args.pack,
         max_train_examples=args.max_train_examples, max_eval_examples=args.max_eval_examples,
         mixed_precision=args.mixed_precision, jit_compile=args.jit_compile,
         steps_per_execution=args.steps_per_execution, strategy=args.strategy, tpu=args.tpu, seed=args.seed,
@@ -547,6 +548,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--epochs", type=positive_float, default=3, help="epochs (default 3; fractions allowed)")
     p.add_argument("--warmup-proportion", type=fraction, default=0.1, help="linear warmup share (default 0.1)")
     p.add_argument("--seq-length", type=positive_int, help="fixed sequence length (TPUs); default: pad per batch")
+    p.add_argument("--pack", type=positive_int, nargs="?", const=8, default=0, metavar="K",
+                   help="sentence classification/regression with --seq-length: train on rows of up to K examples "
+                        "(default 8), not one a row (static shapes without the padding; --batch-size stays examples)")
     p.add_argument("--max-train-examples", type=positive_int, help="use only the first N training examples")
     p.add_argument("--max-eval-examples", type=positive_int, help="use only the first N evaluation examples")
     p.add_argument("--doc-stride", type=positive_int, help="SQuAD: window stride in tokens (default 128)")

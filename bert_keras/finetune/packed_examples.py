@@ -176,16 +176,49 @@ class PackedTraining:
         """Examples trained on in one epoch (the rows of its whole steps, at the mean examples a row)."""
         return int(round(self.steps_per_epoch * self.rows_per_step * self.examples_per_row))
 
-    def dataset(self, skip_batches: int = 0) -> tf.data.Dataset:
-        """Batches of (packed x, targets [B, K], weights [B, K]), `rows_per_step` rows each, every shape static,
-        repeated; the rows reshuffled every epoch (seeded); the first `skip_batches` skipped (a resumed run)."""
-        ds = tf.data.Dataset.from_tensor_slices((self.features, self.targets, self.weights))
+    def dataset(self, skip_batches: int = 0, shard: int = 0, shards: int = 1,
+                rows: int | None = None) -> tf.data.Dataset:
+        """Batches of (packed x, targets [B, K], weights [B, K]), `rows` (default rows_per_step) rows each, every
+        shape static, repeated; the rows reshuffled every epoch (seeded); rows shard, shard + shards, ... (one
+        input pipeline of several); the first `skip_batches` skipped (a resumed run)."""
+        ds = tf.data.Dataset.from_tensor_slices((self.features, self.targets, self.weights)).shard(shards, shard)
         ds = ds.shuffle(self.rows, seed=self.seed, reshuffle_each_iteration=True)
-        ds = ds.batch(self.rows_per_step, drop_remainder=True).repeat()
+        ds = ds.batch(rows or self.rows_per_step, drop_remainder=True).repeat()
         return (ds.skip(skip_batches) if skip_batches else ds).prefetch(tf.data.AUTOTUNE)
+
+    def input(self, strategy, skip_batches: int = 0):
+        """The training input of a run under `strategy` (training/input_pipelines.py: one pipeline per host,
+        rows_per_step rows a step over all replicas), after `skip_batches` steps."""
+        from bert_keras.training.input_pipelines import distributed_input
+        return distributed_input(strategy, lambda shard, shards, rows: self.dataset(skip_batches, shard, shards, rows),
+                                 self.rows_per_step)
 
     def summary(self) -> dict:
         """What the run record says about the packing."""
         return {"examples": self.examples, "rows": self.rows, "examples_per_row": round(self.examples_per_row, 4),
                 "rows_per_step": self.rows_per_step,
                 "real_token_share": round(float(self.features["input_mask"].mean()), 4)}
+
+
+def packed_training(task, examples: list, model, config, strategy) -> PackedTraining:
+    """`finetune --pack`: the packed input of a run (FinetuneConfig `pack` = K), after checking it applies: a
+    sentence classifier or regressor (not multi-label) with a fixed sequence length. Prints one line saying what
+    a step holds.
+
+    Example:
+        >>> packed = packed_training(task, train, model, config, strategy)                # doctest: +SKIP
+    """
+    from bert_keras.backends import distributed_devices, on_tensorflow
+    from bert_keras.tasks import BertClassifier
+    if not isinstance(model, BertClassifier) or model.multi_label:
+        raise ValueError(f"--pack trains sentence classification and regression (GLUE tasks, STS-B), not "
+                         f"{task.name}: leave --pack out")
+    if model.preprocessor.seq_length is None:
+        raise ValueError("--pack needs --seq-length: packed rows have one fixed length")
+    multiple = distributed_devices() if not on_tensorflow() else strategy.num_replicas_in_sync
+    packed = PackedTraining(task, examples, model, config.batch_size, config.seed, config.pack, multiple)
+    print(f"packed {packed.examples:,} training examples into {packed.rows:,} rows of {model.preprocessor.seq_length} "
+          f"tokens ({packed.examples_per_row:.2f} a row, at most {config.pack}); a step takes "
+          f"{packed.rows_per_step} rows, about {packed.rows_per_step * packed.examples_per_row:.1f} examples",
+          flush=True)
+    return packed

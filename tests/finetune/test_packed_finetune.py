@@ -98,3 +98,28 @@ def test_packed_training_batches_are_static_and_use_every_example(packed_case):
     assert sorted(packed.targets[packed.weights > 0].tolist()) == sorted(case["y"].tolist())
     again = PackedTraining(case["task"], case["examples"], case["model"], batch_size=16, seed=3, max_per_row=K)
     assert (again.features["input_word_ids"] == packed.features["input_word_ids"]).all()     # deterministic
+
+
+def test_finetune_pack_trains_packed_and_saves_the_ordinary_classifier(tmp_path, minilm_vocab, capsys):
+    import json
+
+    from bert_keras_cli.main import main
+    dev = SAMPLES.replace("train", "dev")
+    base = ["finetune", "--task", "sst-2", "--model", "bert_tiny", "--vocab", minilm_vocab, "--train", SAMPLES,
+            "--eval", dev, "--max-train-examples", "96", "--max-eval-examples", "16", "--batch-size", "16",
+            "--epochs", "1", "--quiet", "--learning-rate", "1e-3"]
+    args = base + ["--seq-length", str(SEQ)]
+    assert main(args + ["--out", str(tmp_path / "packed"), "--pack"]) == 0
+    out = capsys.readouterr().out
+    assert "packed 96 training examples into" in out and "a step takes" in out
+    record = json.loads((tmp_path / "packed" / "metrics.json").read_text())
+    assert record["packed"]["examples"] == 96 and record["packed"]["examples_per_row"] > 2
+    assert record["config"]["pack"] == 8
+    steps = record["steps"]
+    assert steps == (record["packed"]["rows"] // record["packed"]["rows_per_step"])
+    # model.keras is the ordinary classifier: one example a row, raw text in.
+    model = keras.models.load_model(tmp_path / "packed" / "model.keras")
+    assert model.classify(["a fine film"])[0]["label"] in ("0", "1")
+    capsys.readouterr()
+    assert main(base + ["--out", str(tmp_path / "bad"), "--pack"]) == 2       # no --seq-length
+    assert "--seq-length" in capsys.readouterr().err
