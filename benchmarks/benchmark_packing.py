@@ -1,0 +1,323 @@
+"""Packed against unpacked pretraining (issue 49, item 5): rows/s, sequences/s and real tokens/s of the
+pretraining train step, and the compiled JAX step's FLOPs per real token against the model's own count, in one run.
+
+    nice -n 10 python benchmarks/benchmark_packing.py [--preset bert_tiny] [--steps 8] [--warmup 2]
+                                                       [--jax-path FOLDER] [--out benchmarks/results/packing.json]
+
+Data (built here, each packed and unpacked; the same sequences both ways):
+  (a) short documents: the 1,048 SQuAD v1.1 paragraphs of ../shared/data/squad/train-split-v1.1.json (about 120
+      words each), one document each (sentences split at . ! ? followed by a space), through `pretraining-data`'s
+      code (create_pretraining_data, MiniLM's uncased vocabulary, dupe factor 1, seed 1) at 128 (20 predictions)
+      and 512 (80), with and without --pack;
+  (b) Wikipedia-like: 4,096 synthetic instances at 512 whose lengths are drawn from the published Wikipedia-512
+      histogram (tests/pretraining/wikipedia_histogram.py; random word pieces, [CLS] A [SEP] B [SEP], 15% of the
+      tokens masked, at most 80), packed by packing.pack_lengths + packed_records.pack_instances (what
+      `pretraining-data --pack` does). The histogram is 512's, so (b) is at 512 only.
+Steps: BertPretrainer (MLM + NSP, AdamW) of --preset with random weights, `train_on_batch` as `pretrain` runs it:
+TensorFlow without XLA (its default: the padding skip on), JAX under XLA on 1 CPU device and on 8 simulated ones
+(XLA_FLAGS=--xla_force_host_platform_device_count=8, keras.distribution.DataParallel); each side a fresh process.
+Packed batches have B rows; unpacked batches round(B x the packed data's sequences per row) rows (a multiple of
+8), so a step trains on about as many sequences both ways. --warmup steps are not timed, then --steps are; the
+throughputs count what the timed batches hold (rows, sequences = present next_sentence_weights or rows, real
+tokens = input_mask ones).
+FLOPs: the JAX side (1 device) lowers Keras' own train step (model.train_step under jax.jit: forward, backward,
+AdamW) on one batch and reads XLA's cost analysis; per real token = flops / the mean real tokens of a step. The
+model's own count per real token (forward + backward = 3 x forward; matmuls 2 FLOPs per multiply-add):
+    3 x [ 2 L (4 H^2 + 2 H I)                        # Q, K, V, output projections and the feed-forward, per token
+          + 4 L H (sum_s l_s^2) / T                  # Q.K^T and attention x V over each token's own sequence
+          + (P / T) (2 H^2 + 2 H V)                  # MLM transform and decoder at the P real predictions
+          + (N / T) (2 H^2 + 4 H) ]                  # pooler and NSP at the N sequences
+with L layers, hidden H, intermediate I, vocabulary V, T real tokens, sequences of l_s tokens; elementwise work
+(softmax, GELU, layer norm, the optimizer) is left out of it and is in XLA's count.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests" / "pretraining"))
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+SQUAD = pathlib.Path(os.environ.get("BERT_KERAS_SHARED_DATA", REPO.parent / "shared" / "data")) / "squad" / \
+    "train-split-v1.1.json"
+PREDICTIONS = {128: 20, 512: 80}
+PACKED_ROWS = {128: 16, 512: 8}          # packed rows a step; unpacked rows: the same sequences
+SIDES = (("tensorflow", 1), ("jax", 1), ("jax", 8))
+WIKI_SEQUENCES = 4096
+
+
+# ---------------------------------------------------------------------------------------------------- the data
+
+def squad_documents(path: str) -> int:
+    """SQuAD's paragraphs as google-research's input (a sentence a line, a blank line between documents)."""
+    data = json.load(open(SQUAD, encoding="utf-8"))
+    paragraphs = [p["context"] for article in data["data"] for p in article["paragraphs"]]
+    with open(path, "w", encoding="utf-8") as f:
+        for text in paragraphs:
+            sentences = [s.strip() for s in re.split(r"(?<=[.!?])\s+", text.strip()) if s.strip()]
+            f.write("\n".join(sentences) + "\n\n")
+    return len(paragraphs)
+
+
+def read_records(files: list[str], seq: int, predictions: int, packed: bool) -> dict:
+    import numpy as np
+    import tensorflow as tf
+    from bert_keras.pretraining.packed_records import packed_feature_spec
+    from bert_keras.pretraining.records import feature_spec
+    spec = (packed_feature_spec if packed else feature_spec)(seq, predictions)
+    parts = [tf.io.parse_example(b, spec) for b in tf.data.TFRecordDataset(files).batch(1024)]
+    return {name: np.concatenate([p[name].numpy() for p in parts]) for name in spec}
+
+
+def short_document_data(tmp: str, vocab: str, seq: int) -> tuple[dict, dict, dict]:
+    from bert_keras import BertPreprocessor
+    from bert_keras.pretraining import MaskingConfig, create_pretraining_data
+    corpus = os.path.join(tmp, "squad_documents.txt")
+    documents = squad_documents(corpus)
+    config = MaskingConfig(max_seq_length=seq, max_predictions_per_seq=PREDICTIONS[seq], dupe_factor=1)
+    out, seconds = {}, {}
+    for pack in (False, True):
+        start = time.perf_counter()
+        made = create_pretraining_data([corpus], BertPreprocessor(vocab), os.path.join(tmp, f"squad{seq}{pack}"),
+                                       1, config, seed=1, workers=1, pack=pack)
+        seconds[pack] = round(time.perf_counter() - start, 2)
+        out[pack] = read_records(made["files"], seq, PREDICTIONS[seq], pack)
+    info = {"corpus": "SQuAD v1.1 train-split paragraphs, one document each", "documents": documents,
+            "pretraining_data_seconds": {"unpacked": seconds[False], "packed": seconds[True]}}
+    return out[False], out[True], info
+
+
+def wikipedia_like_data(vocab_size: int, seed: int = 0) -> tuple[dict, dict, dict]:
+    import numpy as np
+    from bert_keras.pretraining.packed_records import pack_instances
+    from bert_keras.pretraining.packing import pack_lengths
+    from wikipedia_histogram import WIKIPEDIA_512
+    seq, predictions = 512, PREDICTIONS[512]
+    rng = np.random.default_rng(seed)
+    histogram = np.asarray(WIKIPEDIA_512, np.float64)
+    lengths = rng.choice(np.arange(1, seq + 1), size=WIKI_SEQUENCES, p=histogram / histogram.sum())
+    lengths = np.maximum(lengths, 5)
+    n = len(lengths)
+    column = np.arange(seq)
+    real = column < lengths[:, None]
+    ids = np.where(real, rng.integers(1000, vocab_size, (n, seq)), 0)
+    first_b = lengths // 2
+    ids[:, 0] = 101                                                      # [CLS] A [SEP] B [SEP]
+    ids[np.arange(n), first_b - 1] = 102
+    ids[np.arange(n), lengths - 1] = 102
+    segments = np.where(real & (column >= first_b[:, None]), 1, 0)
+    features = {"input_ids": ids, "input_mask": real.astype(np.int64), "segment_ids": segments,
+                "masked_lm_positions": np.zeros((n, predictions), np.int64),
+                "masked_lm_ids": np.zeros((n, predictions), np.int64),
+                "masked_lm_weights": np.zeros((n, predictions), np.float32),
+                "next_sentence_labels": rng.integers(0, 2, (n, 1))}
+    for i, length in enumerate(lengths):
+        candidates = np.setdiff1d(np.arange(1, length - 1), [first_b[i] - 1])
+        k = min(predictions, max(1, int(round(0.15 * length))), len(candidates))
+        chosen = np.sort(rng.choice(candidates, k, replace=False))
+        features["masked_lm_positions"][i, :k] = chosen
+        features["masked_lm_ids"][i, :k] = ids[i, chosen]
+        features["masked_lm_weights"][i, :k] = 1.0
+        features["input_ids"][i, chosen] = 103                            # [MASK]
+    packed = pack_instances(features, pack_lengths(lengths, seq))
+    return features, packed, {"corpus": f"{n} synthetic instances, lengths drawn from the Wikipedia-512 histogram"}
+
+
+def describe(unpacked: dict, packed: dict) -> dict:
+    rows, sequences = len(packed["input_ids"]), len(unpacked["input_ids"])
+    seq = unpacked["input_ids"].shape[1]
+    real = int(unpacked["input_mask"].sum())
+    return {"sequences": sequences, "packed_rows": rows, "sequences_per_row": round(sequences / rows, 4),
+            "padding_unpacked": round(1 - real / (sequences * seq), 4),
+            "padding_packed": round(1 - real / (rows * seq), 4)}
+
+
+# ------------------------------------------------------------------------------------------------- one side
+
+def side(args) -> dict:
+    """Runs in its own process (KERAS_BACKEND, XLA_FLAGS set by the parent): times the train step on the saved
+    batches of each data set, packed and unpacked; on JAX with 1 device also the cost analysis."""
+    import keras
+    import numpy as np
+    backend = keras.backend.backend()
+    if backend == "jax" and args.devices > 1:
+        import jax
+        keras.distribution.set_distribution(keras.distribution.DataParallel(devices=jax.devices()))
+    from bert_keras import PRESETS, BertEncoder
+    from bert_keras.pretraining.dataset import model_batch
+    from bert_keras.tasks import BertPretrainer
+    import tensorflow as tf
+    config = PRESETS[args.preset]
+    results = {}
+    for name in json.loads(args.sets):
+        data = np.load(os.path.join(args.tmp, f"{name}.npz"))
+        batches = []
+        for i in range(args.warmup + args.steps):
+            features = {k[len("b%d_" % i):]: data[k] for k in data.files if k.startswith("b%d_" % i)}
+            x, y = model_batch({k: tf.constant(v) for k, v in features.items()})
+            batches.append(({k: v.numpy() for k, v in x.items()}, {k: v.numpy() for k, v in y.items()}))
+        keras.utils.set_random_seed(0)
+        model = BertPretrainer(BertEncoder(config))
+        model.compile(optimizer=keras.optimizers.AdamW(1e-4), jit_compile=backend == "jax")
+        start = time.perf_counter()
+        for x, y in batches[:args.warmup]:
+            model.train_on_batch(x, y)
+        warm = time.perf_counter() - start
+        start = time.perf_counter()
+        for x, y in batches[args.warmup:]:
+            loss = model.train_on_batch(x, y, return_dict=True)["loss"]
+        seconds = time.perf_counter() - start
+        timed = batches[args.warmup:]
+        rows = sum(len(x["input_word_ids"]) for x, _ in timed)
+        sequences = sum(int((y["next_sentence_weights"] > 0).sum()) if "next_sentence_weights" in y
+                        else len(x["input_word_ids"]) for x, y in timed)
+        tokens = sum(int(x["input_mask"].sum()) for x, _ in timed)
+        result = {"rows_per_step": len(timed[0][0]["input_word_ids"]), "steps": len(timed),
+                  "seconds": round(seconds, 3), "warmup_seconds": round(warm, 2), "last_loss": float(loss),
+                  "rows_per_second": round(rows / seconds, 2), "sequences_per_second": round(sequences / seconds, 2),
+                  "real_tokens_per_second": round(tokens / seconds, 1)}
+        if backend == "jax" and args.devices == 1:
+            result.update(cost(model, batches[0], tokens / len(timed), config))
+        results[name] = result
+        print(name, json.dumps(result), flush=True)
+    return results
+
+
+def cost(model, batch, tokens_per_step: float, config) -> dict:
+    """XLA's cost analysis of Keras' JAX train step on `batch` (flops), per real token of a step."""
+    import jax
+    x, y = batch
+    state = model._get_jax_state(trainable_variables=True, non_trainable_variables=True,
+                                 optimizer_variables=True, metrics_variables=True)
+    compiled = jax.jit(model.train_step).lower(state, (x, y, None)).compile()
+    analysis = compiled.cost_analysis()
+    analysis = analysis[0] if isinstance(analysis, (list, tuple)) else analysis
+    return {"xla_flops_per_step": float(analysis["flops"]),
+            "xla_flops_per_real_token": round(float(analysis["flops"]) / tokens_per_step, 1)}
+
+
+def model_flops_per_real_token(config, batches) -> float:
+    """The module docstring's count over `batches` ([(features)] as saved), per real token."""
+    import numpy as np
+    h, i, layers, v = config.hidden_size, config.intermediate_size, config.num_hidden_layers, config.vocab_size
+    total, tokens = 0.0, 0
+    for features in batches:
+        mask = features["input_mask"]
+        t = int(mask.sum())
+        if "packed_sequence_ids" in features:
+            ids = features["packed_sequence_ids"]
+            lengths = np.stack([(ids == k).sum(1) for k in (1, 2, 3)]).reshape(-1)
+        else:
+            lengths = mask.sum(1)
+        lengths = lengths[lengths > 0].astype(np.float64)
+        p = float((features["masked_lm_weights"] > 0).sum())
+        forward = (t * 2 * layers * (4 * h * h + 2 * h * i) + 4 * layers * h * float((lengths ** 2).sum())
+                   + p * (2 * h * h + 2 * h * v) + len(lengths) * (2 * h * h + 4 * h))
+        total += 3 * forward
+        tokens += t
+    return total / tokens
+
+
+def run_side(backend: str, devices: int, tmp: str, sets: list[str], args) -> dict:
+    env = {**os.environ, "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": str(REPO)}
+    env.pop("XLA_FLAGS", None)
+    if backend == "jax" and args.jax_path:
+        env["PYTHONPATH"] += os.pathsep + args.jax_path
+    if devices > 1:
+        env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
+    argv = [sys.executable, __file__, "--side", "--tmp", tmp, "--sets", json.dumps(sets), "--devices", str(devices),
+            "--preset", args.preset, "--steps", str(args.steps), "--warmup", str(args.warmup)]
+    start = time.perf_counter()
+    done = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True)
+    if done.returncode:
+        raise SystemExit(f"{backend} x{devices} failed:\n{done.stdout[-3000:]}\n{done.stderr[-6000:]}")
+    print(f"{backend} x{devices}: {time.perf_counter() - start:.0f} s", flush=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def save_batches(path: str, features: dict, rows_per_step: int, count: int) -> list[dict]:
+    """The first `count` batches of `rows_per_step` rows (the data repeated if short) -> npz; returns them."""
+    import numpy as np
+    n = len(features["input_ids"])
+    batches, arrays = [], {}
+    for b in range(count):
+        take = np.arange(b * rows_per_step, (b + 1) * rows_per_step) % n
+        batch = {k: v[take] for k, v in features.items()}
+        batches.append(batch)
+        arrays.update({f"b{b}_{k}": v for k, v in batch.items()})
+    np.savez(path, **arrays)
+    return batches
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--preset", default="bert_tiny")
+    parser.add_argument("--steps", type=int, default=8)
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--jax-path", help="a folder holding jax, added to the JAX sides' PYTHONPATH (when the "
+                        "environment has no [jax] extra: pip install --target FOLDER jax==0.10.2 jaxlib==0.10.2)")
+    parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "packing.json"))
+    parser.add_argument("--side", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--tmp", help=argparse.SUPPRESS)
+    parser.add_argument("--sets", help=argparse.SUPPRESS)
+    parser.add_argument("--devices", type=int, default=1, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.side:
+        print(json.dumps(side(args)))
+        return
+    if not SQUAD.exists():
+        raise SystemExit(f"{SQUAD} is absent: set BERT_KERAS_SHARED_DATA to the shared data folder")
+    from bert_keras import PRESETS
+    from bert_keras.loading import bundled_minilm_folder
+    from savedmodels.precision import cpu_flags
+    config = PRESETS[args.preset]
+    vocab = os.path.join(bundled_minilm_folder(), "vocab.txt")
+    report = {"date": time.strftime("%Y-%m-%d"), "preset": args.preset, "steps": args.steps, "warmup": args.warmup,
+              "cpu_flags": sorted(f for f in cpu_flags() if f.startswith(("avx", "amx", "fma", "sse4"))),
+              "cores": os.cpu_count(), "data": {}, "runs": {}}
+    with tempfile.TemporaryDirectory() as tmp:
+        made = {}
+        for seq in (128, 512):
+            made[f"short_documents_{seq}"] = short_document_data(tmp, vocab, seq)
+        made["wikipedia_like_512"] = wikipedia_like_data(config.vocab_size)
+        sets = []
+        for name, (unpacked, packed, info) in made.items():
+            seq = unpacked["input_ids"].shape[1]
+            info.update(describe(unpacked, packed), max_seq_length=seq)
+            rows = PACKED_ROWS[seq]
+            unpacked_rows = max(8, int(round(rows * info["sequences_per_row"] / 8)) * 8)
+            count = args.warmup + args.steps
+            for kind, features, r in (("packed", packed, rows), ("unpacked", unpacked, unpacked_rows)):
+                batches = save_batches(os.path.join(tmp, f"{name}_{kind}.npz"), features, r, count)
+                info[f"model_flops_per_real_token_{kind}"] = round(
+                    model_flops_per_real_token(config, batches[args.warmup:]), 1)
+                info[f"rows_per_step_{kind}"] = r
+                sets.append(f"{name}_{kind}")
+            report["data"][name] = info
+            print(name, json.dumps(info), flush=True)
+        for backend, devices in SIDES:
+            report["runs"][f"{backend}_x{devices}"] = run_side(backend, devices, tmp, sets, args)
+    for name in report["data"]:
+        for run, results in report["runs"].items():
+            p, u = results[f"{name}_packed"], results[f"{name}_unpacked"]
+            report["data"][name].setdefault("real_tokens_per_second_packed_over_unpacked", {})[run] = round(
+                p["real_tokens_per_second"] / u["real_tokens_per_second"], 3)
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    with open(args.out, "w", encoding="utf-8") as f:
+        json.dump(report, f, indent=1)
+    print(json.dumps(report["data"], indent=1))
+    print("wrote", args.out)
+
+
+if __name__ == "__main__":
+    main()
