@@ -1,7 +1,7 @@
 """The command line on the JAX route (issue 41, item 4): `bert-keras finetune --backend jax` for every task kind
 and `bert-keras pretrain --backend jax` from records and from raw text, data parallel over 8 simulated devices by
-default; metrics.json records the backend; a fine-tuning and a pretraining run killed with -9 resume to the
-uninterrupted weights; the files load in a TensorFlow process."""
+default; metrics.json records the backend; a fine-tuning run killed with -9 mid-epoch and a pretraining run
+killed with -9 resume to the uninterrupted weights; the files load in a TensorFlow process."""
 
 import json
 import os
@@ -81,21 +81,25 @@ def test_finetune_each_task_kind_on_jax(task, minilm_vocab, tmp_path):
 
 
 def test_finetune_on_jax_resumes_after_kill_9(minilm_vocab, tmp_path):
-    """Killed with -9 after an epoch's resume point and run again: the weights, losses and scores of the run that
-    was never killed (the same batches and dropout masks, on 8 devices)."""
+    """Killed with -9 within an epoch, after a --save-every point, and run again: it resumes at that step and ends
+    with the weights, losses and scores of the run that was never killed (the same batches and dropout masks, on 8
+    devices)."""
     train = separable_sst2(tmp_path / "train.tsv", 0, n=128)
 
-    def command(out):
+    def command(out):                        # 8 steps an epoch; points at 3, 6, 8, 9, 12, 15, 16, ...
         return ["finetune", "--backend", "jax", "--task", "sst-2", "--model", "bert_tiny", "--vocab", minilm_vocab,
                 "--train", train, "--eval", train, "--epochs", 6, "--batch-size", 16, "--learning-rate", 1e-3,
-                "--max-seq-length", 64, "--out", out, "--quiet"]
+                "--max-seq-length", 64, "--out", out, "--quiet", "--save-every", 3]
     whole, killed = tmp_path / "whole", tmp_path / "killed"
     cli(*command(whole))
     process = subprocess.Popen([BERT_KERAS, *map(str, command(killed))], cwd=REPO, env=jax_env(),
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    killed_at = kill_after_checkpoint(process, killed / "backup" / "state.json", 1, timeout=900, key="epoch")
-    assert 1 <= killed_at < 6 and not (killed / "model.keras").exists()
-    assert f"resumed after epoch {killed_at} " in cli(*command(killed))
+    killed_at = kill_after_checkpoint(process, killed / "backup" / "state.json", 9, timeout=900)
+    point = json.loads((killed / "backup" / "state.json").read_text())
+    assert 9 <= killed_at < 48 and 0 < point["batch"] == killed_at - 8 * point["epoch"]    # (seen before step 16)
+    assert not (killed / "model.keras").exists()
+    printed = cli(*command(killed))
+    assert f"resumed at step {killed_at}: batch {point['batch']} of 8 in epoch {point['epoch'] + 1} " in printed
     ours, resumed = (json.loads((run / "metrics.json").read_text()) for run in (whole, killed))
     assert resumed["history"] == ours["history"] and len(ours["history"]) == 6
     a, b = (keras.models.load_model(run / "model.keras").get_weights() for run in (whole, killed))
