@@ -201,8 +201,16 @@ class TaskModel(keras.Model):
             return x, y, batch_size
         return self.text_dataset(x, y, batch_size or 32, training), None, None
 
-    def fit(self, x=None, y=None, batch_size=None, validation_data=None, **kwargs):
-        """Keras' fit, also on raw text (x as the task's raw inputs, y its targets), batched by `text_dataset`."""
+    def fit(self, x=None, y=None, batch_size=None, validation_data=None, resume: str | None = None,
+            save_every: int | None = None, **kwargs):
+        """Keras' fit, also on raw text (x as the task's raw inputs, y its targets), batched by `text_dataset`.
+
+        With `resume` (a folder; on Colab, one on Google Drive), the run keeps resume points there, as
+        `bert-keras finetune` does (training/resume.py: after every epoch, and every `save_every` steps or 10
+        minutes within one): run the same cell again after a disconnect (the model built and compiled as before)
+        and fit goes on at the last saved step, with the batches and dropout masks of the run never stopped; the
+        folder is removed when fit ends. `x` is then raw text or a tf.data.Dataset of batches (not repeated).
+        """
         if is_text(x):
             kwargs.setdefault("shuffle", False)        # text_dataset reshuffles every epoch itself
         x, y, batch_size = self._feed(x, y, batch_size, training=True)
@@ -210,7 +218,33 @@ class TaskModel(keras.Model):
                                                     else validation_data):
             vx, vy = validation_data if isinstance(validation_data, tuple) else (validation_data, None)
             validation_data = self.text_dataset(vx, vy, 32, training=False)
+        if resume is not None:
+            return self._fit_resumable(x, resume, save_every, validation_data=validation_data, **kwargs)
         return super().fit(x, y, batch_size=batch_size, validation_data=validation_data, **kwargs)
+
+    def _fit_resumable(self, data, folder: str, save_every: int | None, epochs: int = 1, callbacks=None,
+                       **kwargs):
+        """fit over `data` (batches, one pass an epoch) with a ResumeCheckpoint in `folder`: the passes repeated
+        and the batches already trained skipped (the same ds.skip as finetune), from the epoch it was in."""
+        from bert_keras.training.resume import ResumeCheckpoint
+        from bert_keras.training.setup import build_from_spec
+        if not isinstance(data, tf.data.Dataset) or int(data.cardinality()) < 1:
+            raise ValueError("fit(resume=...) takes raw text or a tf.data.Dataset of a known number of batches "
+                             "(not repeated): it counts an epoch's steps to resume within one")
+        steps = int(data.cardinality())
+        checkpoint = ResumeCheckpoint(folder, {"epochs": epochs, "steps_per_epoch": steps}, steps_per_epoch=steps,
+                                      save_every=save_every, save_seconds=600)
+        if self.optimizer is not None and not self.optimizer.built:
+            self.optimizer.build(self.trainable_variables)
+        done = checkpoint.restore(self)
+        if checkpoint.step:
+            print(f"resumed at step {checkpoint.step} ({folder})", flush=True)
+        data = data.repeat().skip(checkpoint.step)
+        build_from_spec(self, data.element_spec)     # JAX draws no batch to build; a resumed epoch's metrics load
+        history = super().fit(data, epochs=epochs, steps_per_epoch=steps, initial_epoch=done,
+                              callbacks=[*(callbacks or []), checkpoint], **kwargs)
+        checkpoint.finish()
+        return history
 
     def evaluate(self, x=None, y=None, batch_size=None, **kwargs):
         """Keras' evaluate, also on raw text and targets."""

@@ -115,6 +115,42 @@ def test_a_run_stopped_mid_epoch_resumes_at_its_step(minilm_vocab, tmp_path, cap
         np.testing.assert_array_equal(a, b)
 
 
+def test_the_task_models_fit_resumes_at_its_step(minilm_vocab, tmp_path, capsys):
+    """fit(resume=folder) on raw text, as the notebook runs it: stopped at step 7 (a point at step 6, batch 1 of
+    epoch 2) and fitted again on a model built the same way, it ends with the weights of the fit never stopped,
+    and removes its folder."""
+    from bert_keras import PRESETS, BertEncoder, BertPreprocessor
+    from bert_keras.tasks import BertClassifier
+    texts = [f"review number {i} was {'good' if i % 2 else 'bad'} and {'long' if i % 3 else 'short'}"
+             for i in range(40)]
+    labels = np.array([i % 2 for i in range(40)], "int32")
+
+    def model():
+        keras.utils.set_random_seed(0)
+        classifier = BertClassifier(BertEncoder(PRESETS["bert_tiny"]), 2,
+                                    preprocessor=BertPreprocessor(minilm_vocab, max_seq_length=32))
+        classifier.compile(optimizer=keras.optimizers.Adam(1e-3), metrics=["accuracy"],
+                           loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        return classifier
+
+    def fit(classifier, folder, **args):
+        return classifier.fit(texts, labels, batch_size=8, epochs=2, verbose=0, resume=str(tmp_path / folder),
+                              save_every=2, **args)
+    whole = model()
+    losses = fit(whole, "whole").history["loss"]
+    with pytest.raises(KeyboardInterrupt):
+        fit(model(), "stopped", callbacks=[StopAtStep(7)])
+    assert read_resume_point(str(tmp_path / "stopped"))["step"] == 6
+    capsys.readouterr()
+    resumed = model()
+    history = fit(resumed, "stopped").history
+    assert "resumed at step 6" in capsys.readouterr().out
+    assert history["loss"] == losses[1:]           # the second epoch's mean, over its batches before the stop too
+    for a, b in zip(whole.get_weights(), resumed.get_weights()):
+        np.testing.assert_array_equal(a, b)
+    assert not (tmp_path / "stopped").exists() and not (tmp_path / "whole").exists()
+
+
 def test_a_run_folder_is_new_unfinished_or_finished(tmp_path):
     """run_folder: a file or a finished run is refused (overwrite deletes the old run's outputs and goes on); a
     folder the run created is removed when the run fails before its first resume point, kept after one."""
