@@ -41,11 +41,26 @@ def save_resume_point(model, folder: str, n: int, record: dict) -> None:
         folder: the resume folder (created if missing).
         n: the count the point is at.
         record: JSON-serialisable facts to restore with the weights.
+
+    Raises:
+        OSError: the point could not be written (a full disk, a write error): one line naming the point kept
+            (the previous one, untouched; the new weights file removed).
     """
     os.makedirs(folder, exist_ok=True)
     name = f"weights-{n}.weights.h5"
-    model.save_weights(os.path.join(folder, name), overwrite=True)
-    write_json(os.path.join(folder, STATE), {**record, "weights": name}, indent=None)
+    try:
+        model.save_weights(os.path.join(folder, name), overwrite=True)
+        write_json(os.path.join(folder, STATE), {**record, "weights": name}, indent=None)
+    except OSError as e:              # a full disk, a quota, a write error: the previous point is still whole
+        previous = read_resume_point(folder) if os.path.exists(os.path.join(folder, STATE)) else None
+        if previous is None or os.path.basename(previous["weights"]) != name:
+            with contextlib.suppress(OSError):
+                os.remove(os.path.join(folder, name))
+        reason = os.strerror(e.errno) if e.errno else str(e).splitlines()[0]
+        kept = (f"the point at {previous.get('step', previous.get('epoch'))} is kept: run the same command again "
+                "to resume there" if previous else "no earlier point: a rerun starts afresh")
+        raise OSError(f"could not save the resume point at {n} in {folder} ({reason}); {kept}, once the disk "
+                      "has room") from None
     for stale in os.listdir(folder):
         if stale.endswith(".weights.h5") and stale != name:
             os.remove(os.path.join(folder, stale))

@@ -1,6 +1,7 @@
 """`bert-keras finetune --save-every N` killed with -9 at 3 random steps (one in each epoch, the first mid-epoch) and
 run again each time: the last run ends with the weights (bit for bit) and the evaluation of the run never killed,
-every rerun starts at the last saved step, and a kill loses at most N steps."""
+every rerun starts at the last saved step, and a kill loses at most N steps. A save that fails (a write error from
+the kernel, as on a full disk) stops the run with one line, the previous point intact, and the rerun resumes there."""
 
 import json
 import random
@@ -94,3 +95,41 @@ def test_killed_three_times_resumes_to_the_uninterrupted_weights(minilm_vocab, t
     for x, y in zip(a, b):
         np.testing.assert_array_equal(x, y, err_msg=f"random seed {seed}, kills {kills}")
     assert not (killed / "backup").exists()
+
+
+# The command, with the files it may write limited to 1 MiB from its second resume point on: the kernel fails the
+# weights' write (EFBIG, where a full disk gives ENOSPC) under HDF5's own C writes.
+FULL_DISK = """
+import resource, signal, sys
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)      # the write fails with an error instead of killing the process
+from bert_keras.training import resume
+original = resume.save_resume_point
+def save_resume_point(model, folder, n, record):
+    if n > 5:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, resource.RLIM_INFINITY))
+    original(model, folder, n, record)
+resume.save_resume_point = save_resume_point
+from bert_keras_cli.main import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_save_that_fails_stops_the_run_and_keeps_the_previous_point(minilm_vocab, tmp_path, capsys):
+    train = sst2_file(tmp_path / "train.tsv", 96)
+    out = tmp_path / "run"
+    flags = ["finetune", "--task", "sst-2", "--model", "bert_tiny", "--vocab", minilm_vocab, "--train", str(train),
+             "--epochs", "2", "--batch-size", "8", "--learning-rate", "1e-3", "--max-seq-length", "32",
+             "--save-every", "5", "--quiet", "--out", str(out)]
+    run = subprocess.run([sys.executable, "-c", FULL_DISK, *flags], cwd=REPO, capture_output=True, text=True,
+                         env={**__import__("os").environ, "TF_CPP_MIN_LOG_LEVEL": "3"}, timeout=300)
+    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr[-3000:]
+    error = run.stderr.strip().splitlines()[-1]
+    assert error.startswith(f"bert-keras finetune: error: could not save the resume point at 10 in {out}"), error
+    assert "(File too large); the point at 5 is kept: run the same command again to resume there" in error
+    # The point of step 5 whole, nothing of the failed one left beside it.
+    assert sorted(p.name for p in (out / "backup").iterdir()) == ["state.json", "weights-5.weights.h5"]
+    assert json.loads((out / "backup" / "state.json").read_text())["step"] == 5
+    capsys.readouterr()
+    assert main(flags) == 0
+    assert "resumed at step 5: batch 5 of 12 in epoch 1" in capsys.readouterr().out
+    assert (out / "model.keras").exists() and not (out / "backup").exists()
