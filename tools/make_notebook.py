@@ -129,7 +129,9 @@ dev_texts, dev_ys = [e.text_a for e in dev], np.array([e.label for e in dev], "i
 preprocessor(texts[:2])["input_word_ids"].shape"""),
 ("md", """## 4. Fine-tune with `model.fit` on raw text
 AdamW without decay on LayerNorm and biases, 10% warm-up, linear decay: google-research's recipe.
-`steps_per_execution` runs many steps per call into the TPU."""),
+`steps_per_execution` runs many steps per call into the TPU. `resume=` keeps a resume point in a folder (after each
+epoch, and every 10 minutes or `save_every` steps): after a disconnect, run the notebook again and `fit` goes on at
+the last saved step, with the batches of the run never stopped (a folder on Google Drive outlives the runtime)."""),
 ("code", """EPOCHS = 2 if ON_TPU else 1
 steps_per_epoch = len(train) // BATCH
 model = bert_keras.tasks.BertClassifier(encoder, num_classes=2, label_names=labels, preprocessor=preprocessor)
@@ -137,7 +139,8 @@ model.compile(optimizer=create_optimizer(5e-5 if ON_TPU else 1e-3, total_steps=E
               loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
               metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
               steps_per_execution=32 if ON_TPU else 1)
-history = model.fit(texts, ys, batch_size=BATCH, epochs=EPOCHS, validation_data=(dev_texts, dev_ys), verbose=2)"""),
+history = model.fit(texts, ys, batch_size=BATCH, epochs=EPOCHS, validation_data=(dev_texts, dev_ys), verbose=2,
+                    resume="bert_keras_sst2_backup")      # removed when fit ends"""),
 ("md", """## 5. One `.keras` file: reload it and ask it in words
 The file holds the encoder, the head, the preprocessor (vocabulary, casing, lengths) and the label names; it loads
 on either backend."""),
