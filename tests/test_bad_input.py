@@ -155,7 +155,7 @@ CASES = [
                                                  ("--warmup-proportion", "2"), ("--seq-length", "0"),
                                                  ("--max-train-examples", "0"), ("--doc-stride", "0"),
                                                  ("--steps-per-execution", "0"), ("--log-every", "0"),
-                                                 ("--epochs", "nan"), ("--batch-size", "two"))],
+                                                 ("--save-every", "0"), ("--epochs", "nan"), ("--batch-size", "two"))],
     *[(f"pretrain {flag} {value}", [*PRETRAIN, "--out", "{out}", flag, value], [f"argument {flag}"])
       for flag, value in (("--batch-size", "0"), ("--batch-size", "-1"), ("--train-steps", "-4"),
                           ("--save-every", "0"), ("--max-predictions-per-seq", "0"), ("--warmup-steps", "-1"),

@@ -91,10 +91,12 @@ class StopAtStep(keras.callbacks.Callback):
             raise KeyboardInterrupt
 
 
-def test_a_run_stopped_mid_epoch_resumes_at_its_step(minilm_vocab, tmp_path, capsys):
+def test_a_run_stopped_mid_epoch_resumes_at_its_step(minilm_vocab, tmp_path, capsys, monkeypatch):
     """--save-every 2 over epochs of 5 batches: stopped at step 9 (batch 4 of epoch 2), the last point is step 8;
     the rerun goes on from batch 3 of epoch 2 and ends with the weights, epoch losses and scores of the whole run
-    (the running loss of the interrupted epoch is kept, so its mean is over all its batches)."""
+    (the running loss of the interrupted epoch is kept, so its mean is over all its batches). The rerun saves after
+    every step by time (SAVE_SECONDS 0): when points are saved changes nothing in the weights."""
+    import bert_keras.finetune.trainer
     train = sst2_file(tmp_path / "train.tsv", 70)              # 5 batches of 16, the last partial
 
     def config(out, **changes):
@@ -108,6 +110,7 @@ def test_a_run_stopped_mid_epoch_resumes_at_its_step(minilm_vocab, tmp_path, cap
     point = read_resume_point(str(tmp_path / "stopped" / "backup"))
     assert (point["step"], point["epoch"], point["batch"]) == (8, 1, 3)
     capsys.readouterr()
+    monkeypatch.setattr(bert_keras.finetune.trainer, "SAVE_SECONDS", 0)
     resumed = finetune(config("stopped", save_every=3))          # another interval: not a setting of the run
     assert "resumed at step 8: batch 3 of 5 in epoch 2" in capsys.readouterr().out
     assert resumed["loss"] == whole["loss"] and resumed["history"] == whole["history"]
