@@ -189,7 +189,7 @@ def finetune(config: FinetuneConfig, callbacks: list | None = None, overwrite: b
     The settings are checked before anything is read: a `max_seq_length` (or `seq_length`) over the model's
     positions is refused from its configuration before the model loads, and a finished run in `config.out` is
     refused unless `overwrite`. A run refused or failing before its first resume point removes the folder it
-    created; a killed run resumes from its last epoch when run again.
+    created; a killed run resumes at its last saved step when run again (`config.save_every`).
 
     Args:
         config: the run's settings.
@@ -209,6 +209,7 @@ def finetune(config: FinetuneConfig, callbacks: list | None = None, overwrite: b
             DataFormatError names file and line), or a model source that cannot be read.
         FileNotFoundError: a data file or the model source is missing.
         FileExistsError: `config.out` is a file, or holds a finished run (without `overwrite`).
+        OSError: a resume point could not be written (a full disk): the previous point is kept to resume from.
 
     Example:
         >>> result = finetune(FinetuneConfig(task="sst-2", model="bert_tiny", vocab="vocab.txt", out="run",
