@@ -265,6 +265,8 @@ def _start_worker_server() -> None:
 def cmd_pretraining_data(args) -> None:
     if not args.runner and args.workers != 1:
         _start_worker_server()
+    from concurrent.futures.process import BrokenProcessPool
+
     from bert_keras.preprocessing import BertPreprocessor
     from bert_keras.pretraining import MaskingConfig, create_pretraining_data
     if not os.path.exists(args.vocab):
@@ -284,6 +286,12 @@ def cmd_pretraining_data(args) -> None:
                                              pack=args.pack)
     except (FileNotFoundError, ValueError, ImportError) as e:
         raise CommandError(str(e)) from None
+    except BrokenProcessPool as e:                     # a worker killed: the finished units are kept
+        raise CommandError(str(e)) from None
+    resumed = result.get("resumed", {})
+    if any(resumed.values()):
+        print("resumed a stopped run: " + ", ".join(f"{resumed[k]} of {result['units'][k]} {k}" for k in resumed)
+              + " were done")
     if result["documents"] is None:                    # a Beam runner without metrics
         print(f"wrote {len(result['files'])} file(s): {', '.join(result['files'])}")
     else:
