@@ -2,7 +2,8 @@
 pretraining train step, and the compiled JAX step's FLOPs per real token against the model's own count, in one run.
 
     nice -n 10 python benchmarks/benchmark_packing.py [--preset bert_tiny] [--steps 8] [--warmup 2]
-                                                       [--jax-path FOLDER] [--out benchmarks/results/packing.json]
+                                                       [--jax-path FOLDER] [--data NAME ...] [--variants KIND ...]
+                                                       [--out benchmarks/results/packing.json]
 
 Data (built here, each packed and unpacked; the same sequences both ways):
   (a) short documents: the 1,048 SQuAD v1.1 paragraphs of ../shared/data/squad/train-split-v1.1.json (about 120
@@ -13,11 +14,16 @@ Data (built here, each packed and unpacked; the same sequences both ways):
       histogram (tests/pretraining/wikipedia_histogram.py; random word pieces, [CLS] A [SEP] B [SEP], 15% of the
       tokens masked, at most 80), packed by packing.pack_lengths + packed_records.pack_instances (what
       `pretraining-data --pack` does). The histogram is 512's, so (b) is at 512 only.
+packed_trimmed: the packed rows with their MLM slots cut to the most any row of the data set uses (rounded up to
+a multiple of 8; pack_instances puts a row's real slots first, so none is dropped): what packed records with about
+max_predictions_per_seq + 2 slots a row (Graphcore's 76 + 2 at 512) instead of 3 x max_predictions_per_seq give.
+--data and --variants choose a subset.
 Steps: BertPretrainer (MLM + NSP, AdamW) of --preset with random weights, `train_on_batch` as `pretrain` runs it:
 TensorFlow without XLA (its default: the padding skip on), JAX under XLA on 1 CPU device and on 8 simulated ones
 (XLA_FLAGS=--xla_force_host_platform_device_count=8, keras.distribution.DataParallel); each side a fresh process.
-Packed batches have B rows; unpacked batches round(B x the packed data's sequences per row) rows (a multiple of
-8), so a step trains on about as many sequences both ways. --warmup steps are not timed, then --steps are; the
+Packed batches have B rows drawn at random (seeded) from the packed data; unpacked batches hold the same
+sequences in order, round(their sequences a step) rows a step (a multiple of 8), so a step trains on about as
+many sequences both ways and the timed steps on the same ones. --warmup steps are not timed, then --steps are; the
 throughputs count what the timed batches hold (rows, sequences = present next_sentence_weights or rows, real
 tokens = input_mask ones).
 FLOPs: the JAX side (1 device) lowers Keras' own train step (model.train_step under jax.jit: forward, backward,
@@ -52,6 +58,8 @@ SQUAD = pathlib.Path(os.environ.get("BERT_KERAS_SHARED_DATA", REPO.parent / "sha
     "train-split-v1.1.json"
 PREDICTIONS = {128: 20, 512: 80}
 PACKED_ROWS = {128: 16, 512: 8}          # packed rows a step; unpacked rows: the same sequences
+DATA = ("short_documents_128", "short_documents_512", "wikipedia_like_512")
+VARIANTS = ("packed", "unpacked", "packed_trimmed")
 SIDES = (("tensorflow", 1), ("jax", 1), ("jax", 8))
 WIKI_SEQUENCES = 4096
 
@@ -266,6 +274,10 @@ def main(argv=None):
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--jax-path", help="a folder holding jax, added to the JAX sides' PYTHONPATH (when the "
                         "environment has no [jax] extra: pip install --target FOLDER jax==0.10.2 jaxlib==0.10.2)")
+    parser.add_argument("--data", nargs="+", default=list(DATA), choices=DATA, help="the data sets (all)")
+    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS,
+                        help="packed, unpacked, packed_trimmed (packed rows with their MLM slots cut to what the "
+                             "data's rows use, a multiple of 8: what a smaller packed slot count would give)")
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "packing.json"))
     parser.add_argument("--side", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--tmp", help=argparse.SUPPRESS)
@@ -288,16 +300,32 @@ def main(argv=None):
     with tempfile.TemporaryDirectory() as tmp:
         made = {}
         for seq in (128, 512):
-            made[f"short_documents_{seq}"] = short_document_data(tmp, vocab, seq)
-        made["wikipedia_like_512"] = wikipedia_like_data(config.vocab_size)
+            if f"short_documents_{seq}" in args.data:
+                made[f"short_documents_{seq}"] = short_document_data(tmp, vocab, seq)
+        if "wikipedia_like_512" in args.data:
+            made["wikipedia_like_512"] = wikipedia_like_data(config.vocab_size)
         sets = []
+        import numpy as np
+        from bert_keras.pretraining.packed_records import unpack_rows
         for name, (unpacked, packed, info) in made.items():
             seq = unpacked["input_ids"].shape[1]
             info.update(describe(unpacked, packed), max_seq_length=seq)
             rows = PACKED_ROWS[seq]
-            unpacked_rows = max(8, int(round(rows * info["sequences_per_row"] / 8)) * 8)
             count = args.warmup + args.steps
-            for kind, features, r in (("packed", packed, rows), ("unpacked", unpacked, unpacked_rows)):
+            # The timed rows: count x rows packed rows drawn at random (seeded; the packer orders rows by their
+            # first sequence, so the first rows are mostly triples); unpacked: the same sequences, in order.
+            slots = int((packed["masked_lm_weights"] > 0).sum(1).max())
+            info["trimmed_slots"] = slots = min(-(-slots // 8) * 8, packed["masked_lm_weights"].shape[1])
+            chosen = np.random.default_rng(0).permutation(len(packed["input_ids"]))[:count * rows]
+            packed = {k: v[chosen] for k, v in packed.items()}
+            unpacked = unpack_rows(packed, PREDICTIONS[seq])
+            info["sequences_per_step"] = round(len(unpacked["input_ids"]) / count, 2)
+            unpacked_rows = max(8, int(round(info["sequences_per_step"] / 8)) * 8)
+            trimmed = {k: v[:, :slots] if k.startswith("masked_lm_") else v for k, v in packed.items()}
+            variants = {"packed": (packed, rows), "unpacked": (unpacked, unpacked_rows),
+                        "packed_trimmed": (trimmed, rows)}
+            for kind in args.variants:
+                features, r = variants[kind]
                 batches = save_batches(os.path.join(tmp, f"{name}_{kind}.npz"), features, r, count)
                 info[f"model_flops_per_real_token_{kind}"] = round(
                     model_flops_per_real_token(config, batches[args.warmup:]), 1)
@@ -309,9 +337,11 @@ def main(argv=None):
             report["runs"][f"{backend}_x{devices}"] = run_side(backend, devices, tmp, sets, args)
     for name in report["data"]:
         for run, results in report["runs"].items():
-            p, u = results[f"{name}_packed"], results[f"{name}_unpacked"]
-            report["data"][name].setdefault("real_tokens_per_second_packed_over_unpacked", {})[run] = round(
-                p["real_tokens_per_second"] / u["real_tokens_per_second"], 3)
+            for kind in args.variants:
+                if kind != "unpacked" and "unpacked" in args.variants:
+                    p, u = results[f"{name}_{kind}"], results[f"{name}_unpacked"]
+                    report["data"][name].setdefault(f"real_tokens_per_second_{kind}_over_unpacked", {})[run] = \
+                        round(p["real_tokens_per_second"] / u["real_tokens_per_second"], 3)
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w", encoding="utf-8") as f:
         json.dump(report, f, indent=1)
