@@ -32,6 +32,7 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures.process import BrokenProcessPool
 
@@ -44,11 +45,35 @@ from bert_keras.pretraining.parallel import usable_cores
 _WORKER = {}                       # per process: the preprocessor, the spill folder and thread count
 
 
-def _init(vocab, lower_case, folder, threads, preprocessor=None):
+def _init(vocab, lower_case, folder, threads, preprocessor=None, parent: int | None = None):
     if preprocessor is None:
         from bert_keras.preprocessing import BertPreprocessor
         preprocessor = BertPreprocessor(vocab, lower_case=lower_case)
     _WORKER.update(preprocessor=preprocessor, folder=folder, threads=threads)
+    if parent is not None and os.name == "posix":
+        threading.Thread(target=_exit_with, args=(parent,), daemon=True).start()
+
+
+def _exit_with(parent: int) -> None:
+    """A worker's watch: it exits when the process that runs the pool is gone (killed -9, its pool never shut
+    down), instead of waiting for work forever; an unfinished unit stays under its temporary name."""
+    while _running(parent):
+        time.sleep(0.5)
+    os._exit(1)
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")     # killed, not yet reaped
+    except OSError:
+        return True                                                             # no /proc: os.kill said so
 
 
 def _ready(_) -> int:
@@ -194,8 +219,8 @@ def _open_spill(folder: str, settings: dict) -> None:
             return
         if old is not None:
             changed = [k for k in settings if old.get(k) != settings[k]]
-            print(f"pretraining-data: not resuming the stopped run in {folder}: its {', '.join(changed)} "
-                  "differ from this run's; starting from zero", file=sys.stderr)
+            print(f"pretraining-data: not resuming the stopped run in {folder}: it was made with other settings "
+                  f"({', '.join(changed)}); starting from zero", file=sys.stderr)
         shutil.rmtree(folder)
     os.makedirs(folder)
     write_json(manifest, settings)
@@ -239,7 +264,7 @@ def run_local(plan: Plan, out: str, preprocessor, workers: int | None = None, pr
             else:
                 pool = stack.enter_context(concurrent.futures.ProcessPoolExecutor(
                     workers, mp_context=_context(), initializer=_init,
-                    initargs=(list(preprocessor.vocab), preprocessor.lower_case, folder, threads)))
+                    initargs=(list(preprocessor.vocab), preprocessor.lower_case, folder, threads, None, os.getpid())))
                 run = lambda fn, *args: pool.map(fn, *args)                                 # noqa: E731
                 started = time.perf_counter()
                 list(pool.map(_ready, range(2 * workers)))      # every worker has started TensorFlow
