@@ -70,3 +70,11 @@ def test_the_packed_pipeline_batches_rows_of_static_shape(preprocessor, corpus):
                                                                    {k: v.numpy() for k, v in y.items()})]
     assert len(sequences) > 12 and len(set(sequences)) == len(sequences)     # > 1 a row; none twice
     assert all(x["packed_sequence_ids"].numpy().max(1).min() >= 1 for x, _ in batches)
+
+
+def test_pack_with_records_is_refused_naming_pretraining_data(minilm_vocab, tmp_path):
+    from bert_keras.pretraining import PretrainConfig, pretrain
+    with pytest.raises(ValueError, match="pretraining-data --pack"):
+        pretrain(PretrainConfig(model="bert_tiny", vocab=minilm_vocab, out=str(tmp_path / "run"),
+                                records=str(tmp_path), pack=True, train_steps=2, save_every=1))
+    assert not (tmp_path / "run").exists()
