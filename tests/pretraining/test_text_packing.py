@@ -78,3 +78,15 @@ def test_pack_with_records_is_refused_naming_pretraining_data(minilm_vocab, tmp_
         pretrain(PretrainConfig(model="bert_tiny", vocab=minilm_vocab, out=str(tmp_path / "run"),
                                 records=str(tmp_path), pack=True, train_steps=2, save_every=1))
     assert not (tmp_path / "run").exists()
+
+
+def test_a_resumed_packed_pipeline_holds_the_uninterrupted_rows(preprocessor, corpus):
+    from bert_keras.pretraining.dataset import dynamic_masking_dataset
+
+    def sequences(first_batch, take):
+        ds = dynamic_masking_dataset([corpus], preprocessor, 4, SEQ, PRED, seed=5, first_batch=first_batch,
+                                     pack=True, pack_window=WINDOW)
+        return [unmasked_sequences({k: v.numpy() for k, v in x.items()}, {k: v.numpy() for k, v in y.items()})
+                for x, y in ds.take(take)]
+
+    assert sequences(3, 2) == sequences(0, 5)[3:]                    # batches 3 and 4, rows in the same order
