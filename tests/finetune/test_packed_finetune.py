@@ -123,3 +123,31 @@ def test_finetune_pack_trains_packed_and_saves_the_ordinary_classifier(tmp_path,
     capsys.readouterr()
     assert main(base + ["--out", str(tmp_path / "bad"), "--pack"]) == 2       # no --seq-length
     assert "--seq-length" in capsys.readouterr().err
+
+
+def test_a_packed_run_stopped_mid_epoch_resumes_to_the_uninterrupted_weights(tmp_path, minilm_vocab, capsys):
+    """The packed input skips the steps already trained, as unpacked (the rows reshuffled per epoch by the seed)."""
+    from bert_keras.finetune import FinetuneConfig, finetune
+
+    class StopAtStep(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            if int(keras.ops.convert_to_numpy(self.model.optimizer.iterations)) == self.step:
+                raise KeyboardInterrupt
+
+    def config(out, **changes):
+        return FinetuneConfig(task="sst-2", model="bert_tiny", vocab=minilm_vocab, out=str(tmp_path / out),
+                              train=SAMPLES, max_train_examples=96, epochs=2, batch_size=16, learning_rate=1e-3,
+                              seq_length=SEQ, max_seq_length=SEQ, pack=K, progress=False, **changes)
+    whole = finetune(config("whole"))
+    per_epoch = whole["steps"] // 2
+    stop = StopAtStep()
+    stop.step = per_epoch + 3                                     # mid epoch 2, after a point (every 2 steps)
+    with pytest.raises(KeyboardInterrupt):
+        finetune(config("stopped", save_every=2), callbacks=[stop])
+    capsys.readouterr()
+    resumed = finetune(config("stopped", save_every=2))
+    printed = capsys.readouterr().out
+    assert "resumed at step" in printed and "in epoch 2" in printed, printed
+    assert resumed["loss"] == whole["loss"]
+    for a, b in zip(whole["model"].get_weights(), resumed["model"].get_weights()):
+        np.testing.assert_array_equal(a, b)
