@@ -38,7 +38,6 @@ def side(args) -> dict:
     import keras
     import numpy as np
 
-    from bert_keras.data import read_glue
     from bert_keras.finetune import FinetuneConfig
     from bert_keras.finetune.packed_examples import PackedTraining
     from bert_keras.finetune.registry import get_task
@@ -46,7 +45,6 @@ def side(args) -> dict:
     from bert_keras.training.setup import compile_for_training
     task = get_task("sst-2")
     examples = task.read(args.sst2)[:args.examples]
-    del read_glue
     config = FinetuneConfig(task="sst-2", model="minilm", out="-", batch_size=args.batch_size, seq_length=SEQ,
                             jit_compile=True)
     out = {"backend": keras.backend.backend()}

@@ -10,7 +10,6 @@ import keras
 import numpy as np
 import pytest
 
-from bert_keras.data import read_glue
 from bert_keras.finetune.packed_examples import PackedTraining, example_ids, pack_examples, packed_rows
 from bert_keras.finetune.registry import get_task
 from bert_keras.loading import load_backbone
