@@ -5,6 +5,7 @@ the units a killed run had committed (their markers keep their inodes; the last 
 settings are named and start from zero; the leftovers of earlier versions' killed runs are removed."""
 
 import hashlib
+import importlib.util
 import json
 import os
 import random
@@ -205,3 +206,60 @@ def test_other_settings_are_named_and_start_from_zero_and_old_leftovers_go(minil
     assert "not resuming the stopped run" in err and "(seed)" in err, err
     assert digests(out.parent) == digests(tmp_path / "ref")
     assert sorted(p.name for p in out.parent.iterdir()) == sorted(digests(tmp_path / "ref"))
+
+
+FAILED_ONCE = {}                # test state: which bundles have failed their first attempt (in-process runner)
+
+
+def _failing_bucket_instances(plan, bucket, blobs, preprocessor, threads=None):
+    """bucket_instances whose even buckets fail their first attempt after yielding one chunk."""
+    from bert_keras.pretraining.keyed import BucketInstances, bucket_instances
+    out = bucket_instances(plan, bucket, blobs, preprocessor, threads)
+    if bucket % 2 or ("bucket", bucket) in FAILED_ONCE:
+        return out
+
+    def chunks():
+        for i, chunk in enumerate(out.chunks):
+            if i == 1:
+                FAILED_ONCE[("bucket", bucket)] = True
+                raise RuntimeError(f"injected: bucket {bucket}'s first attempt")
+            yield chunk
+    return BucketInstances(out.documents, out.sentences, out.instances, chunks())
+
+
+def _failing_write_shard(path, frames):
+    """write_shard whose every shard's first attempt fails after writing 5 records to its temporary file."""
+    from bert_keras.pretraining.keyed import write_shard
+    if ("shard", path) in FAILED_ONCE:
+        return write_shard(path, frames)
+    FAILED_ONCE[("shard", path)] = True
+
+    def five_then_fail():
+        for i, frame in enumerate(frames):
+            if i == 5:
+                raise RuntimeError(f"injected: {path}'s first attempt")
+            yield frame
+    return write_shard(path, five_then_fail())
+
+
+@pytest.mark.beam
+@pytest.mark.skipif(importlib.util.find_spec("apache_beam") is None, reason="needs the [beam] extra")
+def test_beam_bundles_failing_their_first_attempt_give_the_same_bytes(minilm_vocab, tmp_path, monkeypatch):
+    """Beam's BundleBasedDirectRunner retries a failed bundle (up to 4 attempts; the FnApiRunner, DirectRunner's
+    default, retries none): half the buckets fail after emitting a chunk, every shard's write fails after 5
+    records, each on its first attempt; the retried run writes the local back end's bytes (no instance lost or
+    twice) and leaves no temporary file."""
+    import bert_keras.pretraining.beam as beam_module
+    corpus = synthetic_corpus(tmp_path / "corpus.txt", 60_000)
+    flags = ["--shards", "3", "--max-seq-length", "64", "--max-predictions-per-seq", "10", "--dupe-factor", "1",
+             "--bucket-mb", "0.01", "--quiet"]
+    assert main(["pretraining-data", corpus, "--out", str(tmp_path / "local" / "o"), "--vocab", minilm_vocab,
+                 *flags, "--workers", "1"]) == 0
+    FAILED_ONCE.clear()
+    monkeypatch.setattr(beam_module, "bucket_instances", _failing_bucket_instances)
+    monkeypatch.setattr(beam_module, "write_shard", _failing_write_shard)
+    assert main(["pretraining-data", corpus, "--out", str(tmp_path / "beam" / "o"), "--vocab", minilm_vocab,
+                 *flags, "--runner", "BundleBasedDirectRunner"]) == 0
+    assert sum(k[0] == "bucket" for k in FAILED_ONCE) >= 2 and sum(k[0] == "shard" for k in FAILED_ONCE) == 3
+    assert digests(tmp_path / "beam") == digests(tmp_path / "local") and len(digests(tmp_path / "local")) == 3
+    assert sorted(p.name for p in (tmp_path / "beam").iterdir()) == sorted(digests(tmp_path / "local"))
