@@ -14,9 +14,10 @@ Data (built here, each packed and unpacked; the same sequences both ways):
       histogram (tests/pretraining/wikipedia_histogram.py; random word pieces, [CLS] A [SEP] B [SEP], 15% of the
       tokens masked, at most 80), packed by packing.pack_lengths + packed_records.pack_instances (what
       `pretraining-data --pack` does). The histogram is 512's, so (b) is at 512 only.
-packed_trimmed: the packed rows with their MLM slots cut to the most any row of the data set uses (rounded up to
-a multiple of 8; pack_instances puts a row's real slots first, so none is dropped): what packed records with about
-max_predictions_per_seq + 2 slots a row (Graphcore's 76 + 2 at 512) instead of 3 x max_predictions_per_seq give.
+Packed rows carry packed_records.packed_prediction_slots MLM slots (the most any row can need: 78 at 512 with 80
+predictions, 21 at 128 with 20; before 2026-11-29 they carried 3 x max_predictions_per_seq, 240 and 60).
+packed_trimmed: the packed rows with their MLM slots cut further to the most any row of the data set uses (rounded
+up to a multiple of 8, at most the rows' slots; pack_instances puts a row's real slots first, so none is dropped).
 --data and --variants choose a subset.
 Steps: BertPretrainer (MLM + NSP, AdamW) of --preset with random weights, `train_on_batch` as `pretrain` runs it:
 TensorFlow without XLA (its default: the padding skip on), JAX under XLA on 1 CPU device and on 8 simulated ones
@@ -81,8 +82,8 @@ def read_records(files: list[str], seq: int, predictions: int, packed: bool) -> 
     import numpy as np
     import tensorflow as tf
     from bert_keras.pretraining.packed_records import packed_feature_spec
-    from bert_keras.pretraining.records import feature_spec
-    spec = (packed_feature_spec if packed else feature_spec)(seq, predictions)
+    from bert_keras.pretraining.records import feature_spec, packed_record_slots
+    spec = packed_feature_spec(seq, packed_record_slots(files)) if packed else feature_spec(seq, predictions)
     parts = [tf.io.parse_example(b, spec) for b in tf.data.TFRecordDataset(files).batch(1024)]
     return {name: np.concatenate([p[name].numpy() for p in parts]) for name in spec}
 
@@ -107,7 +108,7 @@ def short_document_data(tmp: str, vocab: str, seq: int) -> tuple[dict, dict, dic
 
 def wikipedia_like_data(vocab_size: int, seed: int = 0) -> tuple[dict, dict, dict]:
     import numpy as np
-    from bert_keras.pretraining.packed_records import pack_instances
+    from bert_keras.pretraining.packed_records import pack_instances, packed_prediction_slots
     from bert_keras.pretraining.packing import pack_lengths
     from wikipedia_histogram import WIKIPEDIA_512
     seq, predictions = 512, PREDICTIONS[512]
@@ -137,7 +138,7 @@ def wikipedia_like_data(vocab_size: int, seed: int = 0) -> tuple[dict, dict, dic
         features["masked_lm_ids"][i, :k] = ids[i, chosen]
         features["masked_lm_weights"][i, :k] = 1.0
         features["input_ids"][i, chosen] = 103                            # [MASK]
-    packed = pack_instances(features, pack_lengths(lengths, seq))
+    packed = pack_instances(features, pack_lengths(lengths, seq), packed_prediction_slots(seq, predictions, 0.15))
     return features, packed, {"corpus": f"{n} synthetic instances, lengths drawn from the Wikipedia-512 histogram"}
 
 

@@ -3,9 +3,10 @@
 Both yield (x, y) with static shapes (TPUs):
   x: input_word_ids, input_mask, input_type_ids [B, S] int32; masked_lm_positions [B, P] int32
   y: masked_lm_ids [B, P] int32, masked_lm_weights [B, P] float32, next_sentence_labels [B] int32 (MLM+NSP only)
-Packed records (`packed=True`, pretraining-data --pack): B rows of up to K = 3 sequences, P = 3 x the
-instances' slots, x adds position_ids, packed_sequence_ids [B, S] and cls_positions [B, K], and NSP is per
-sequence: next_sentence_labels and next_sentence_weights [B, K] (model_batch).
+Packed records (`packed=True`, pretraining-data --pack): B rows of up to K = 3 sequences, P = `slots`
+(packed_records.packed_prediction_slots, as written; `slots=None`: records.packed_record_slots reads it from
+the files), x adds position_ids, packed_sequence_ids [B, S] and cls_positions [B, K], and NSP is per sequence:
+next_sentence_labels and next_sentence_weights [B, K] (model_batch).
 Which records batch n holds is a function of (seed, n) alone (reading_order.py): `first_batch=n` starts there
 at once, reading none of the batches before it, so a resumed run trains on exactly what an uninterrupted run
 would. `shard=(i, n)`: the i-th of n disjoint parts (every n-th segment of 256 records), for one of n input
@@ -28,8 +29,12 @@ def records_dataset(files: list[str], batch_size: int, max_seq_length: int, max_
                     training: bool = True, seed: int = 0, first_batch: int = 0, nsp: bool = True,
                     shuffle_buffer: int = 10_000, shard: tuple[int, int] = (0, 1),
                     index_cache: str | None = None, segment_records: int = SEGMENT,
-                    packed: bool = False) -> tf.data.Dataset:
-    spec = (packed_feature_spec if packed else feature_spec)(max_seq_length, max_predictions_per_seq)
+                    packed: bool = False, slots: int | None = None) -> tf.data.Dataset:
+    if packed and not slots:
+        from bert_keras.pretraining.records import packed_record_slots
+        slots = packed_record_slots(files)              # as pretraining-data --pack wrote them
+    spec = packed_feature_spec(max_seq_length, slots) if packed else feature_spec(max_seq_length,
+                                                                                  max_predictions_per_seq)
 
     def parse(records):
         return model_batch(tf.io.parse_example(records, spec), nsp)
@@ -86,10 +91,10 @@ def dynamic_masking_dataset(files: list[str], preprocessor, batch_size: int, max
     sequence as unpacked, and each window's sequences packed into rows of up to 3 by the records' packer
     (packing.pack_lengths, packed_records.pack_instances: deterministic, a function of the window's lengths in
     order); the rows are then batched `batch_size` at a time, so every batch has static shapes
-    ([batch_size, max_seq_length], 3 x max_predictions_per_seq slots) and model_batch's packed names (x adds
-    position_ids, packed_sequence_ids, cls_positions; MLM only). A window's rows do not fill whole batches, so
-    which rows batch n holds depends on the windows before it: a resumed packed run packs the lines from the
-    start again and skips the `first_batch` batches already trained on (tokenizing and packing, not training;
+    ([batch_size, max_seq_length], packed_records.packed_prediction_slots MLM slots) and model_batch's packed
+    names (x adds position_ids, packed_sequence_ids, cls_positions; MLM only). A window's rows do not fill whole
+    batches, so which rows batch n holds depends on the windows before it: a resumed packed run packs the lines
+    from the start again and skips the `first_batch` batches already trained on (tokenizing and packing, not training;
     the rows are the uninterrupted run's, the masks fresh draws)."""
     import tensorflow_text as text
     vocab = list(preprocessor.vocab)
@@ -120,12 +125,13 @@ def dynamic_masking_dataset(files: list[str], preprocessor, batch_size: int, max
         return ds.prefetch(tf.data.AUTOTUNE)
     ds = _stream(files, "text", batch_size, 0, True, seed, 10_000, shard, index_cache, segment_records)
     ds = ds.map(tf.strings.strip).batch(pack_window, drop_remainder=True).map(mask)
-    ds = ds.map(lambda x, y: pack_masked_batch(x, y, max_seq_length, max_predictions_per_seq))
+    ds = ds.map(lambda x, y: pack_masked_batch(x, y, max_seq_length, max_predictions_per_seq, masked_lm_prob))
     ds = ds.unbatch().batch(batch_size, drop_remainder=True).skip(first_batch)
     return ds.prefetch(tf.data.AUTOTUNE)
 
 
-def pack_masked_batch(x: dict, y: dict, max_seq_length: int, max_predictions_per_seq: int) -> tuple[dict, dict]:
+def pack_masked_batch(x: dict, y: dict, max_seq_length: int, max_predictions_per_seq: int,
+                      masked_lm_prob: float = 0.15) -> tuple[dict, dict]:
     """A batch of masked sequences (dynamic_masking_dataset's unpacked (x, y)) -> the same sequences packed into
     rows of up to 3 (packing.pack_lengths, packed_records.pack_instances, in a tf.numpy_function), as model_batch
     names packed rows, MLM only; the number of rows R depends on the lengths.
@@ -133,19 +139,21 @@ def pack_masked_batch(x: dict, y: dict, max_seq_length: int, max_predictions_per
     Args:
         x: {input_word_ids, input_mask, input_type_ids [N, S], masked_lm_positions [N, P]} tensors.
         y: {masked_lm_ids [N, P] int32, masked_lm_weights [N, P] float32}.
-        max_seq_length: S; max_predictions_per_seq: P.
+        max_seq_length: S; max_predictions_per_seq: P; masked_lm_prob: the masking rate (the rows' M slots:
+            packed_records.packed_prediction_slots(S, P, masked_lm_prob)).
 
     Returns:
         (x, y): x adds position_ids, packed_sequence_ids [R, S] and cls_positions [R, 3]; masked_lm_positions,
-        masked_lm_ids, masked_lm_weights are [R, 3 P].
+        masked_lm_ids, masked_lm_weights are [R, M].
 
     Example:
         >>> x, y = pack_masked_batch(x, y, 128, 20)                                     # doctest: +SKIP
     """
     import numpy as np
 
-    from bert_keras.pretraining.packed_records import pack_instances
+    from bert_keras.pretraining.packed_records import pack_instances, packed_prediction_slots
     from bert_keras.pretraining.packing import MAX_SEQUENCES_PER_ROW, pack_lengths
+    slots = packed_prediction_slots(max_seq_length, max_predictions_per_seq, masked_lm_prob)
     names = ("input_ids", "input_mask", "segment_ids", "packed_sequence_ids", "position_ids", "masked_lm_positions",
              "masked_lm_ids", "masked_lm_weights", "cls_positions")
 
@@ -153,14 +161,13 @@ def pack_masked_batch(x: dict, y: dict, max_seq_length: int, max_predictions_per
         features = {"input_ids": ids, "input_mask": input_mask, "segment_ids": segments,
                     "masked_lm_positions": positions, "masked_lm_ids": labels, "masked_lm_weights": weights,
                     "next_sentence_labels": np.zeros((len(ids), 1), np.int32)}
-        packed = pack_instances(features, pack_lengths(input_mask.sum(1), max_seq_length))
+        packed = pack_instances(features, pack_lengths(input_mask.sum(1), max_seq_length), slots)
         return [packed[name].astype(np.float32 if name.endswith("_weights") else np.int32) for name in names]
 
     outputs = tf.numpy_function(pack, [x["input_word_ids"], x["input_mask"], x["input_type_ids"],
                                        x["masked_lm_positions"], y["masked_lm_ids"], y["masked_lm_weights"]],
                                 [tf.float32 if name.endswith("_weights") else tf.int32 for name in names],
                                 stateful=False)
-    slots = MAX_SEQUENCES_PER_ROW * max_predictions_per_seq
     widths = {"masked_lm_positions": slots, "masked_lm_ids": slots, "masked_lm_weights": slots,
               "cls_positions": MAX_SEQUENCES_PER_ROW}
     for name, value in zip(names, outputs):

@@ -132,6 +132,31 @@ def records_are_packed(files: list[str]) -> bool:
     return any(kinds.values())
 
 
+def packed_record_slots(files: list[str]) -> int:
+    """MLM slots a row of packed records holds (pretraining-data --pack wrote packed_records.packed_prediction_slots
+    of its settings): the first file's first row's masked_lm_positions length, for packed_feature_spec. Every
+    other row is checked against it when parsed (a fixed-length feature of another length is an error).
+
+    Args:
+        files: TFRecord paths of packed rows (records_are_packed(files) is True).
+
+    Returns:
+        int.
+
+    Example:
+        >>> packed_record_slots(record_files("data/wiki-packed-*.tfrecord"))        # doctest: +SKIP
+        78
+    """
+    for path in files:
+        first = next(iter(tf.data.TFRecordDataset(path).take(1)), None)
+        if first is not None:
+            feature = tf.train.Example.FromString(first.numpy()).features.feature
+            if "masked_lm_positions" not in feature or "packed_sequence_ids" not in feature:
+                raise ValueError(f"{path}: not packed pretraining rows (pretraining-data --pack)")
+            return len(feature["masked_lm_positions"].int64_list.value)
+    raise ValueError(f"no packed rows in {', '.join(files[:3])}")
+
+
 def _is_packed(path: str) -> bool:
     """Does the file's first record have the packed rows' per-token sequence index (packed_records.py)?"""
     try:

@@ -149,7 +149,7 @@ def _pretrain(config: PretrainConfig) -> dict:
     from bert_keras.loading import load_backbone
     from bert_keras.pretraining.dataset import dynamic_masking_dataset, records_dataset
     from bert_keras.pretraining.packed_records import packed_feature_spec
-    from bert_keras.pretraining.records import check_records, record_files, records_are_packed
+    from bert_keras.pretraining.records import check_records, packed_record_slots, record_files, records_are_packed
     from bert_keras.tasks.pretrainer import BertPretrainer
     from bert_keras.backends import distributed_devices
     from bert_keras.training.input_pipelines import distributed_input
@@ -164,14 +164,15 @@ def _pretrain(config: PretrainConfig) -> dict:
     if not 0 <= warmup <= config.train_steps:
         raise ValueError(f"--warmup-steps {warmup} must be between 0 and --train-steps {config.train_steps}")
     strategy = start(config)            # first: MultiWorkerMirroredStrategy configures collectives before any op
-    packed = False
+    packed, slots = False, None
     if config.pack and not config.text:
         raise ValueError("--pack packs --text lines on the fly; records are packed by pretraining-data --pack "
                          "(pretrain --records sees packed files by their features)")
     if config.records:
         files = record_files(config.records)
         packed = records_are_packed(files)             # pretraining-data --pack: rows of up to 3 sequences
-        spec = packed_feature_spec(config.max_seq_length, config.max_predictions_per_seq) if packed else None
+        slots = packed_record_slots(files) if packed else None        # as written: packed_prediction_slots
+        spec = packed_feature_spec(config.max_seq_length, slots) if packed else None
         check_records(files[:1], config.max_seq_length, config.max_predictions_per_seq, spec)
     else:
         packed = config.pack
@@ -209,7 +210,7 @@ def _pretrain(config: PretrainConfig) -> dict:
                      index_cache=os.path.join(out, "input_index.npz"))
         if config.records:
             ds = records_dataset(files, batch_size, config.max_seq_length, config.max_predictions_per_seq,
-                                 nsp=config.nsp, packed=packed, **where)
+                                 nsp=config.nsp, packed=packed, slots=slots, **where)
         else:
             ds = dynamic_masking_dataset(files, preprocessor, batch_size, config.max_seq_length,
                                          config.max_predictions_per_seq, pack=config.pack, **where)

@@ -44,10 +44,10 @@ def both_ways(instances: dict, rows: np.ndarray) -> tuple:
     """The instances `rows` holds as a batch of padded rows and as a batch of packed rows: ((x, y), (x, y)) with
     NumPy values, the instances in the same order both ways (row by row, as each row holds them)."""
     from bert_keras.pretraining.dataset import model_batch
-    from bert_keras.pretraining.packed_records import pack_instances
+    from bert_keras.pretraining.packed_records import pack_instances, packed_prediction_slots
     order = rows[rows >= 0]
     unpacked = {name: values[order] for name, values in instances.items()}
-    packed = pack_instances(instances, rows)
+    packed = pack_instances(instances, rows, packed_prediction_slots(SEQ, PRED, 0.15))   # MaskingConfig's rate
     return tuple(tuple({k: np.asarray(v) for k, v in part.items()} for part in model_batch(features))
                  for features in (unpacked, packed))
 

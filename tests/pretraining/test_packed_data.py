@@ -9,9 +9,9 @@ import pytest
 import tensorflow as tf
 from test_keyed_generator import FLAGS, PRED, small_documents, write_corpus
 
-from bert_keras.pretraining.packed_records import parse_packed_examples, unpack_rows
+from bert_keras.pretraining.packed_records import packed_prediction_slots, parse_packed_examples, unpack_rows
 from bert_keras.pretraining.packing import pack_lengths
-from bert_keras.pretraining.records import check_records, feature_spec
+from bert_keras.pretraining.records import check_records, feature_spec, packed_record_slots
 from bert_keras_cli.main import main
 
 SEQ = 256                                       # documents of 6 sentences: most instances are whole documents
@@ -46,7 +46,9 @@ def test_packed_shards_hold_the_unpacked_shards_instances(corpus_and_runs):
         instances = read(plain_path, spec)
         rows = pack_lengths(instances["input_mask"].sum(1), SEQ)
         records = [r.numpy() for r in tf.data.TFRecordDataset(str(packed_path))]
-        parsed = {k: v.numpy() for k, v in parse_packed_examples(records, SEQ, PRED).items()}
+        slots = packed_record_slots([str(packed_path)])               # the width the writer chose
+        assert slots == packed_prediction_slots(SEQ, PRED, 0.15)
+        parsed = {k: v.numpy() for k, v in parse_packed_examples(records, SEQ, slots).items()}
         assert len(records) == len(rows)
         unpacked = unpack_rows(parsed, PRED)
         for name in spec:

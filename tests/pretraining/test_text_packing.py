@@ -7,7 +7,10 @@ from collections import Counter
 import numpy as np
 import pytest
 
+from bert_keras.pretraining.packed_records import packed_prediction_slots
+
 SEQ, PRED, WINDOW = 64, 10, 32
+SLOTS = packed_prediction_slots(SEQ, PRED, 0.15)     # dynamic_masking_dataset's default masked_lm_prob
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +48,7 @@ def test_packed_rows_hold_each_masked_sequence_exactly_once(preprocessor, corpus
     px, py = {k: v.numpy() for k, v in px.items()}, {k: v.numpy() for k, v in py.items()}
     rows = len(px["input_word_ids"])
     assert rows < WINDOW and px["input_word_ids"].shape == (rows, SEQ) and px["masked_lm_positions"].shape == (
-        rows, 3 * PRED)
+        rows, SLOTS)
     assert Counter(unmasked_sequences(px, py)) == Counter(unmasked_sequences(x, y))
     assert len(set(unmasked_sequences(x, y))) == WINDOW                     # distinct lines: "exactly once" bites
     # the masked tokens and their labels moved with their sequence: as many real slots, the same labels
@@ -64,7 +67,7 @@ def test_the_packed_pipeline_batches_rows_of_static_shape(preprocessor, corpus):
     from bert_keras.pretraining.dataset import dynamic_masking_dataset
     ds = dynamic_masking_dataset([corpus], preprocessor, 4, SEQ, PRED, seed=3, pack=True, pack_window=WINDOW)
     assert ds.element_spec[0]["input_word_ids"].shape.as_list() == [4, SEQ]
-    assert ds.element_spec[1]["masked_lm_ids"].shape.as_list() == [4, 3 * PRED]
+    assert ds.element_spec[1]["masked_lm_ids"].shape.as_list() == [4, SLOTS]
     batches = list(ds.take(3))
     sequences = [s for x, y in batches for s in unmasked_sequences({k: v.numpy() for k, v in x.items()},
                                                                    {k: v.numpy() for k, v in y.items()})]
