@@ -29,7 +29,10 @@ packed runs take round(32 / sequences-per-row) rows a step, so a step holds 32 s
 of 32 rows would give the packed runs ~spr x more data and a different loss scale per step, not the comparison
 asked for. The sequences actually trained on are counted and reported per run.
 
-    python tools/parity/acceptance_pretrain.py --packed-vs-unpacked --seeds 0 1 --steps 800 --eval-every 100
+    python tools/parity/acceptance_pretrain.py --packed-vs-unpacked --seeds 0 1 --steps 400 --eval-every 50
+(on an idle 2-core host a few minutes a run; under the load of 2026-11-29 ~0.1 core each, so a run of 400 steps
+took ~40 minutes, the packed ones longer: 26 rows x 3 x 20 prediction slots, mostly empty, go through the
+vocabulary-wide MLM output, 1,560 a step against 640 unpacked.)
 Writes benchmarks/results/packed_convergence.json and docs/img/packed_convergence.png (--merge a.json b.json
 combines runs made in separate processes, e.g. one per seed, into those two files).
 """
