@@ -3,6 +3,7 @@ pretraining train step, and the compiled JAX step's FLOPs per real token against
 
     nice -n 10 python benchmarks/benchmark_packing.py [--preset bert_tiny] [--steps 8] [--warmup 2]
                                                        [--jax-path FOLDER] [--data NAME ...] [--variants KIND ...]
+                                                       [--sides tensorflow_x1 jax_x1 jax_x8]
                                                        [--out benchmarks/results/packing.json]
 
 Data (built here, each packed and unpacked; the same sequences both ways):
@@ -18,7 +19,7 @@ Packed rows carry packed_records.packed_prediction_slots MLM slots (the most any
 predictions, 21 at 128 with 20; before 2026-11-29 they carried 3 x max_predictions_per_seq, 240 and 60).
 packed_trimmed: the packed rows with their MLM slots cut further to the most any row of the data set uses (rounded
 up to a multiple of 8, at most the rows' slots; pack_instances puts a row's real slots first, so none is dropped).
---data and --variants choose a subset.
+--data, --variants and --sides choose a subset.
 Steps: BertPretrainer (MLM + NSP, AdamW) of --preset with random weights, `train_on_batch` as `pretrain` runs it:
 TensorFlow without XLA (its default: the padding skip on), JAX under XLA on 1 CPU device and on 8 simulated ones
 (XLA_FLAGS=--xla_force_host_platform_device_count=8, keras.distribution.DataParallel); each side a fresh process.
@@ -279,6 +280,8 @@ def main(argv=None):
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS,
                         help="packed, unpacked, packed_trimmed (packed rows with their MLM slots cut to what the "
                              "data's rows use, a multiple of 8: what a smaller packed slot count would give)")
+    parser.add_argument("--sides", nargs="+", default=[f"{b}_x{d}" for b, d in SIDES],
+                        choices=[f"{b}_x{d}" for b, d in SIDES], help="the steps measured (all)")
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "packing.json"))
     parser.add_argument("--side", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--tmp", help=argparse.SUPPRESS)
@@ -334,7 +337,7 @@ def main(argv=None):
                 sets.append(f"{name}_{kind}")
             report["data"][name] = info
             print(name, json.dumps(info), flush=True)
-        for backend, devices in SIDES:
+        for backend, devices in (side for side in SIDES if f"{side[0]}_x{side[1]}" in args.sides):
             report["runs"][f"{backend}_x{devices}"] = run_side(backend, devices, tmp, sets, args)
     for name in report["data"]:
         for run, results in report["runs"].items():
