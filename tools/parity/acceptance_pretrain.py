@@ -31,8 +31,9 @@ asked for. The sequences actually trained on are counted and reported per run.
 
     python tools/parity/acceptance_pretrain.py --packed-vs-unpacked --seeds 0 1 --steps 400 --eval-every 50
 (on an idle 2-core host a few minutes a run; under the load of 2026-11-29 ~0.1 core each, so a run of 400 steps
-took ~40 minutes, the packed ones longer: 26 rows x 3 x 20 prediction slots, mostly empty, go through the
-vocabulary-wide MLM output, 1,560 a step against 640 unpacked.)
+took 30-40 minutes, the packed ones longer: their rows, written before packed_prediction_slots, carried 3 x 20
+MLM slots, mostly empty, so 1,560 slots a step went through the vocabulary-wide output against 640 unpacked; rows
+now carry 21 at 128.)
 Writes benchmarks/results/packed_convergence.json and docs/img/packed_convergence.png (--merge a.json b.json
 combines runs made in separate processes, e.g. one per seed, into those two files).
 """
