@@ -31,9 +31,9 @@ UNIT := not slow and not integration and not torch and not hub and not jax
 # Both tiers run on two processes (pytest-xdist), a test file per process at a time (module fixtures built
 # once): the tests spend most of their time tracing and optimising graphs, one core each. Since 2026-11-28 `make
 # test` is the unit tier and the integration tier is `make test-integration` (together they passed the default
-# suite's 20 minutes on an AVX2 host). Latest, 2026-11-28 (ba16917), a clean clone's .ci/run on 2 AVX-512 cores
-# beside two niced fine-tunings: unit 7 min 4 s (562 tests), integration 2 min 39 s, torch 49 s, jax 6 min 1 s;
-# 18.5 min with the installs. The history: docs/measurements-behind-the-code.md (Makefile).
+# suite's 20 minutes on an AVX2 host). Latest, 2026-11-29 (5ba1048), a clean clone's .ci/run on 2 AVX-512 cores:
+# unit 8 min 28 s (689 tests), integration 4 min 49 s (120), torch 1 min 32 s (30), jax 9 min 28 s (54);
+# 26 min with the installs. The history: docs/measurements-behind-the-code.md (Makefile).
 test: $(STAMP)
 	$(PY) -m pytest -q -m "$(UNIT)" -n 2 --dist loadfile --durations=15
 
