@@ -30,6 +30,8 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
+from bert_keras.pretraining.packing import lay_out_rows
+
 DEFAULT_EXAMPLES_PER_ROW = 8
 WINDOW = 4096                     # examples packed together
 
@@ -93,27 +95,11 @@ def packed_rows(ids: dict, lengths: np.ndarray, rows: np.ndarray) -> dict:
         >>> packed["packed_sequence_ids"].tolist(), packed["position_ids"].tolist(), packed["cls_positions"].tolist()
         ([[1, 1, 1, 2, 2]], [[0, 1, 2, 0, 1]], [[0, 3]])
     """
-    s = ids["input_word_ids"].shape[1]
-    present = rows >= 0
-    source = np.where(present, rows, 0)
-    length = np.where(present, lengths[source], 0)                        # [R, K]
-    ends = np.cumsum(length, axis=1)
-    if (ends[:, -1] > s).any():
-        raise ValueError(f"a row's examples hold {ends[:, -1].max()} tokens, more than the sequence length {s}")
-    offset = ends - length
-    k = rows.shape[1]
-    column = np.arange(s)
-    which = (ends[:, :, None] <= column).sum(1)                           # [R, S]: 0..k-1 real, k padding
-    real = which < k
-    slot = np.minimum(which, k - 1)
-    within = column - np.take_along_axis(offset, slot, 1)
-    at = np.where(real, np.take_along_axis(source, slot, 1) * s + within, 0)
-    out = {name: np.where(real, np.asarray(ids[name]).reshape(-1)[at], 0).astype(np.int32)
-           for name in ("input_word_ids", "input_type_ids")}
-    out["input_mask"] = real.astype(np.int32)
-    out["position_ids"] = np.where(real, within, 0).astype(np.int32)
-    out["packed_sequence_ids"] = np.where(real, which + 1, 0).astype(np.int32)
-    out["cls_positions"] = np.where(present, offset, 0).astype(np.int32)
+    laid = lay_out_rows({name: ids[name] for name in ("input_word_ids", "input_type_ids")}, lengths, rows,
+                        what="examples", limit="the sequence length")
+    out = {name: laid[name].astype(np.int32) for name in ("input_word_ids", "input_type_ids", "position_ids",
+                                                           "packed_sequence_ids", "cls_positions")}
+    out["input_mask"] = laid["real"].astype(np.int32)
     return out
 
 

@@ -32,7 +32,7 @@ import functools
 
 import numpy as np
 
-from bert_keras.pretraining.packing import MAX_SEQUENCES_PER_ROW
+from bert_keras.pretraining.packing import MAX_SEQUENCES_PER_ROW, lay_out_rows
 from bert_keras.pretraining.records import feature_spec
 
 INSTANCE_FEATURES = tuple(feature_spec(1, 1))       # google-research's names, in its order
@@ -134,8 +134,6 @@ def pack_instances(features: dict, rows: np.ndarray, slots: int) -> dict:
         >>> rows = pack_lengths(features["input_mask"].sum(1), 128)                     # doctest: +SKIP
         >>> packed = pack_instances(features, rows, packed_prediction_slots(128, 20, 0.15))  # doctest: +SKIP
     """
-    ids = np.asarray(features["input_ids"])
-    n, s = ids.shape
     p = np.asarray(features["masked_lm_positions"]).shape[1]
     rows = np.asarray(rows, np.int64)
     if rows.ndim != 2 or not 1 <= rows.shape[1] <= MAX_SEQUENCES_PER_ROW:
@@ -144,23 +142,14 @@ def pack_instances(features: dict, rows: np.ndarray, slots: int) -> dict:
     present = rows >= 0
     source = np.where(present, rows, 0)
     lengths = np.asarray(features["input_mask"]).astype(bool).sum(1)
-    length = np.where(present, lengths[source], 0)                        # [R, K]
-    ends = np.cumsum(length, axis=1)
-    if (ends[:, -1] > s).any():
-        raise ValueError(f"a row's instances hold {ends[:, -1].max()} tokens, more than max_seq_length {s}")
-    offset = ends - length                                                # [R, K] where each sequence starts
-    column = np.arange(s)
-    which = (ends[:, :, None] <= column).sum(1)                           # [R, S]: 0..k-1 real, k padding
-    real = which < k
-    slot = np.minimum(which, k - 1)
-    at = np.take_along_axis(source, slot, 1) * s + column - np.take_along_axis(offset, slot, 1)
-    at = np.where(real, at, 0)                                            # flat index into [N, S]
-    packed = {name: np.where(real, np.asarray(features[name]).reshape(-1)[at], 0)
-              for name in ("input_ids", "segment_ids")}
-    packed["input_mask"] = real.astype(np.asarray(features["input_mask"]).dtype)
-    packed["packed_sequence_ids"] = np.where(real, which + 1, 0).astype(packed["input_mask"].dtype)
-    packed["position_ids"] = np.where(real, column - np.take_along_axis(offset, slot, 1), 0).astype(
-        packed["input_mask"].dtype)
+    laid = lay_out_rows({name: features[name] for name in ("input_ids", "segment_ids")}, lengths, rows,
+                        what="instances")
+    offset = laid["cls_positions"]                                        # [R, K] where each sequence starts
+    mask_dtype = np.asarray(features["input_mask"]).dtype
+    packed = {name: laid[name] for name in ("input_ids", "segment_ids")}
+    packed["input_mask"] = laid["real"].astype(mask_dtype)
+    packed["packed_sequence_ids"] = laid["packed_sequence_ids"].astype(mask_dtype)
+    packed["position_ids"] = laid["position_ids"].astype(mask_dtype)
     # Prediction slots: each sequence's [P] slots shifted by its offset, [R, K * P]; the real ones (weight > 0)
     # moved to the front in order (a stable sort on "not real").
     weights = np.where(present[:, :, None], np.asarray(features["masked_lm_weights"])[source], 0)
@@ -180,7 +169,7 @@ def pack_instances(features: dict, rows: np.ndarray, slots: int) -> dict:
         packed[name] = np.where(kept, values, 0).astype(np.asarray(features[name]).dtype)
     labels = np.asarray(features["next_sentence_labels"])
     packed["next_sentence_labels"] = np.where(present, labels[source, 0], 0).astype(labels.dtype)
-    packed["cls_positions"] = np.where(present, offset, 0).astype(np.int64)
+    packed["cls_positions"] = offset.astype(np.int64)
     packed["next_sentence_weights"] = present.astype(np.float32)
     return packed
 

@@ -159,3 +159,53 @@ def pack_lengths(lengths, max_seq_length: int, max_sequences_per_row: int = MAX_
 def _check_depth(max_sequences_per_row: int):
     if max_sequences_per_row not in (1, 2, 3):
         raise ValueError(f"max_sequences_per_row must be 1, 2 or 3, got {max_sequences_per_row}")
+
+
+def lay_out_rows(tokens: dict, lengths, rows, what: str = "sequences", limit: str = "max_seq_length") -> dict:
+    """Sequences' token rows -> packed rows: each row's sequences back to back from position 0, then padding.
+
+    The one layout of packed rows, for pretraining instances (packed_records.pack_instances) and fine-tuning
+    examples (finetune/packed_examples.packed_rows).
+
+    Args:
+        tokens: {name: [N, S] array}: each sequence alone, its `lengths[i]` real tokens first.
+        lengths: [N] int: each sequence's real tokens.
+        rows: [R, K] int: each row's sequences as indices into `lengths` (pack_lengths), then -1.
+        what, limit: str. How the error names the sequences and S.
+
+    Returns:
+        {name: [R, S] (the tokens' dtypes, 0 at padding), "real": [R, S] bool, "position_ids": [R, S] int64
+        (restarting at 0 per sequence), "packed_sequence_ids": [R, S] int64 (1..k, 0 at padding),
+        "cls_positions": [R, K] int64 (where each sequence starts; 0 for an empty slot)}.
+
+    Raises:
+        ValueError: a row's sequences hold more than S tokens.
+
+    Example:
+        >>> out = lay_out_rows({"ids": np.array([[101, 7, 102], [101, 102, 0]])}, [3, 2], np.array([[0, -1], [1, -1]]))
+        >>> out["ids"].tolist(), out["position_ids"].tolist()
+        ([[101, 7, 102], [101, 102, 0]], [[0, 1, 2], [0, 1, 0]])
+    """
+    rows = np.asarray(rows, np.int64)
+    s = next(iter(tokens.values())).shape[1]
+    present = rows >= 0
+    source = np.where(present, rows, 0)
+    length = np.where(present, np.asarray(lengths)[source], 0)           # [R, K]
+    ends = np.cumsum(length, axis=1)
+    if (ends[:, -1] > s).any():
+        raise ValueError(f"a row's {what} hold {ends[:, -1].max()} tokens, more than {limit} {s}")
+    offset = ends - length                                                # [R, K] where each sequence starts
+    k = rows.shape[1]
+    column = np.arange(s)
+    which = (ends[:, :, None] <= column).sum(1)                           # [R, S]: 0..k-1 real, k padding
+    real = which < k
+    slot = np.minimum(which, k - 1)
+    within = column - np.take_along_axis(offset, slot, 1)
+    at = np.where(real, np.take_along_axis(source, slot, 1) * s + within, 0)   # flat index into [N, S]
+    out = {name: np.where(real, np.asarray(values).reshape(-1)[at], 0).astype(np.asarray(values).dtype)
+           for name, values in tokens.items()}
+    out["real"] = real
+    out["position_ids"] = np.where(real, within, 0)
+    out["packed_sequence_ids"] = np.where(real, which + 1, 0)
+    out["cls_positions"] = np.where(present, offset, 0)
+    return out
