@@ -2,8 +2,9 @@
 pretraining train step, and the compiled JAX step's FLOPs per real token against the model's own count, in one run.
 
     nice -n 10 python benchmarks/benchmark_packing.py [--preset bert_tiny] [--steps 8] [--warmup 2]
-                                                       [--jax-path FOLDER] [--data NAME ...] [--variants KIND ...]
+                                                       [--jax-path FOLDER] [--data NAME ...]
                                                        [--sides tensorflow_x1 jax_x1 jax_x8]
+                                                       [--flops-presets bert_base bert_large]
                                                        [--out benchmarks/results/packing.json]
 
 Data (built here, each packed and unpacked; the same sequences both ways):
@@ -16,33 +17,41 @@ Data (built here, each packed and unpacked; the same sequences both ways):
       tokens masked, at most 80), packed by packing.pack_lengths + packed_records.pack_instances (what
       `pretraining-data --pack` does). The histogram is 512's, so (b) is at 512 only.
 Packed rows carry packed_records.packed_prediction_slots MLM slots (the most any row can need: 78 at 512 with 80
-predictions, 21 at 128 with 20; before 2026-11-29 they carried 3 x max_predictions_per_seq, 240 and 60).
-packed_trimmed: the packed rows with their MLM slots cut further to the most any row of the data set uses (rounded
-up to a multiple of 8, at most the rows' slots; pack_instances puts a row's real slots first, so none is dropped).
---data, --variants and --sides choose a subset.
+predictions, 21 at 128 with 20; before e5c345f they carried 3 x max_predictions_per_seq, 240 and 60, and this
+script also timed a "packed_trimmed" variant with the slots cut to what the rows use, which packed now is).
+--data and --sides choose a subset.
 Steps: BertPretrainer (MLM + NSP, AdamW) of --preset with random weights, `train_on_batch` as `pretrain` runs it:
 TensorFlow without XLA (its default: the padding skip on), JAX under XLA on 1 CPU device and on 8 simulated ones
 (XLA_FLAGS=--xla_force_host_platform_device_count=8, keras.distribution.DataParallel); each side a fresh process.
 Packed batches have B rows drawn at random (seeded) from the packed data; unpacked batches hold the same
 sequences in order, round(their sequences a step) rows a step (a multiple of 8), so a step trains on about as
-many sequences both ways and the timed steps on the same ones. --warmup steps are not timed, then --steps are; the
-throughputs count what the timed batches hold (rows, sequences = present next_sentence_weights or rows, real
-tokens = input_mask ones).
+many sequences both ways and the timed steps on the same ones. Each side builds a packed and an unpacked model
+(same seed), runs --warmup untimed steps on each, then --steps timed steps of each interleaved (packed, unpacked,
+unpacked, packed, ...), so that a change in the host's load between steps falls on both; the throughputs count
+what the timed batches hold (rows, sequences = present next_sentence_weights or rows, real tokens = input_mask
+ones); each step's seconds are kept in the results.
 FLOPs: the JAX side (1 device) lowers Keras' own train step (model.train_step under jax.jit: forward, backward,
-AdamW) on one batch and reads XLA's cost analysis; per real token = flops / the mean real tokens of a step. The
-model's own count per real token (forward + backward = 3 x forward; matmuls 2 FLOPs per multiply-add):
+AdamW) on one batch and reads XLA's cost analysis; per real token = flops / the mean real tokens of a step.
+--flops-presets: the same, compile only (no step is run), for larger presets on (b)'s packed and unpacked
+batches; plus a check of the count below against XLA's forward-only FLOPs of the first of them on rows without
+padding (every token real, every MLM slot used, so the count and XLA compute the same matmuls), and XLA's FLOPs
+of one dense matmul (2 m k n expected).
+The model's own count per real token (forward + backward = 3 x forward; matmuls 2 FLOPs per multiply-add):
     3 x [ 2 L (4 H^2 + 2 H I)                        # Q, K, V, output projections and the feed-forward, per token
           + 4 L H (sum_s l_s^2) / T                  # Q.K^T and attention x V over each token's own sequence
           + (P / T) (2 H^2 + 2 H V)                  # MLM transform and decoder at the P real predictions
           + (N / T) (2 H^2 + 4 H) ]                  # pooler and NSP at the N sequences
 with L layers, hidden H, intermediate I, vocabulary V, T real tokens, sequences of l_s tokens; elementwise work
-(softmax, GELU, layer norm, the optimizer) is left out of it and is in XLA's count.
+(softmax, GELU, layer norm, the optimizer) is left out of it and is in XLA's count. The results also give the
+count with attention over whole rows (sum over rows of S^2 instead of sum_s l_s^2: what the packed step's
+block-diagonal bias computes, as it masks other sequences' keys instead of skipping them).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import pathlib
 import re
@@ -61,7 +70,7 @@ SQUAD = pathlib.Path(os.environ.get("BERT_KERAS_SHARED_DATA", REPO.parent / "sha
 PREDICTIONS = {128: 20, 512: 80}
 PACKED_ROWS = {128: 16, 512: 8}          # packed rows a step; unpacked rows: the same sequences
 DATA = ("short_documents_128", "short_documents_512", "wikipedia_like_512")
-VARIANTS = ("packed", "unpacked", "packed_trimmed")
+KINDS = ("packed", "unpacked")
 SIDES = (("tensorflow", 1), ("jax", 1), ("jax", 8))
 WIKI_SEQUENCES = 4096
 
@@ -154,75 +163,187 @@ def describe(unpacked: dict, packed: dict) -> dict:
 
 # ------------------------------------------------------------------------------------------------- one side
 
+def load_batches(path: str, count: int) -> list[tuple[dict, dict]]:
+    """The `count` batches save_batches wrote to `path`, as the model's (x, y) numpy dicts."""
+    import numpy as np
+    import tensorflow as tf
+    from bert_keras.pretraining.dataset import model_batch
+    data = np.load(path)
+    batches = []
+    for i in range(count):
+        features = {k[len("b%d_" % i):]: data[k] for k in data.files if k.startswith("b%d_" % i)}
+        x, y = model_batch({k: tf.constant(v) for k, v in features.items()})
+        batches.append(({k: v.numpy() for k, v in x.items()}, {k: v.numpy() for k, v in y.items()}))
+    return batches
+
+
+def pretrainer(config, backend: str):
+    """A compiled BertPretrainer of `config` (seed 0), as `pretrain` builds it (AdamW; XLA on JAX)."""
+    import keras
+    from bert_keras import BertEncoder
+    from bert_keras.tasks import BertPretrainer
+    keras.utils.set_random_seed(0)
+    model = BertPretrainer(BertEncoder(config))
+    model.compile(optimizer=keras.optimizers.AdamW(1e-4), jit_compile=backend == "jax")
+    return model
+
+
 def side(args) -> dict:
     """Runs in its own process (KERAS_BACKEND, XLA_FLAGS set by the parent): times the train step on the saved
-    batches of each data set, packed and unpacked; on JAX with 1 device also the cost analysis."""
+    batches of each data set, packed and unpacked interleaved; on JAX with 1 device also the cost analysis."""
     import keras
-    import numpy as np
     backend = keras.backend.backend()
     if backend == "jax" and args.devices > 1:
         import jax
         keras.distribution.set_distribution(keras.distribution.DataParallel(devices=jax.devices()))
-    from bert_keras import PRESETS, BertEncoder
-    from bert_keras.pretraining.dataset import model_batch
-    from bert_keras.tasks import BertPretrainer
-    import tensorflow as tf
+    from bert_keras import PRESETS
     config = PRESETS[args.preset]
     results = {}
     for name in json.loads(args.sets):
-        data = np.load(os.path.join(args.tmp, f"{name}.npz"))
-        batches = []
-        for i in range(args.warmup + args.steps):
-            features = {k[len("b%d_" % i):]: data[k] for k in data.files if k.startswith("b%d_" % i)}
-            x, y = model_batch({k: tf.constant(v) for k, v in features.items()})
-            batches.append(({k: v.numpy() for k, v in x.items()}, {k: v.numpy() for k, v in y.items()}))
-        keras.utils.set_random_seed(0)
-        model = BertPretrainer(BertEncoder(config))
-        model.compile(optimizer=keras.optimizers.AdamW(1e-4), jit_compile=backend == "jax")
-        start = time.perf_counter()
-        for x, y in batches[:args.warmup]:
-            model.train_on_batch(x, y)
-        warm = time.perf_counter() - start
-        start = time.perf_counter()
-        for x, y in batches[args.warmup:]:
-            loss = model.train_on_batch(x, y, return_dict=True)["loss"]
-        seconds = time.perf_counter() - start
-        timed = batches[args.warmup:]
-        rows = sum(len(x["input_word_ids"]) for x, _ in timed)
-        sequences = sum(int((y["next_sentence_weights"] > 0).sum()) if "next_sentence_weights" in y
-                        else len(x["input_word_ids"]) for x, y in timed)
-        tokens = sum(int(x["input_mask"].sum()) for x, _ in timed)
-        result = {"rows_per_step": len(timed[0][0]["input_word_ids"]), "steps": len(timed),
-                  "seconds": round(seconds, 3), "warmup_seconds": round(warm, 2), "last_loss": float(loss),
-                  "rows_per_second": round(rows / seconds, 2), "sequences_per_second": round(sequences / seconds, 2),
-                  "real_tokens_per_second": round(tokens / seconds, 1)}
-        if backend == "jax" and args.devices == 1:
-            result.update(cost(model, batches[0], tokens / len(timed), config))
-        results[name] = result
-        print(name, json.dumps(result), flush=True)
+        batches = {kind: load_batches(os.path.join(args.tmp, f"{name}_{kind}.npz"), args.warmup + args.steps)
+                   for kind in KINDS}
+        models = {kind: pretrainer(config, backend) for kind in KINDS}
+        warm = {}
+        for kind in KINDS:
+            start = time.perf_counter()
+            for x, y in batches[kind][:args.warmup]:
+                models[kind].train_on_batch(x, y)
+            warm[kind] = time.perf_counter() - start
+        step_seconds, loss = {kind: [] for kind in KINDS}, {}
+        for i in range(args.steps):
+            for kind in (KINDS if i % 2 == 0 else KINDS[::-1]):
+                x, y = batches[kind][args.warmup + i]
+                start = time.perf_counter()
+                loss[kind] = float(models[kind].train_on_batch(x, y, return_dict=True)["loss"])
+                step_seconds[kind].append(time.perf_counter() - start)
+        for kind in KINDS:
+            timed, seconds = batches[kind][args.warmup:], sum(step_seconds[kind])
+            rows = sum(len(x["input_word_ids"]) for x, _ in timed)
+            sequences = sum(int((y["next_sentence_weights"] > 0).sum()) if "next_sentence_weights" in y
+                            else len(x["input_word_ids"]) for x, y in timed)
+            tokens = sum(int(x["input_mask"].sum()) for x, _ in timed)
+            result = {"rows_per_step": len(timed[0][0]["input_word_ids"]), "steps": len(timed),
+                      "seconds": round(seconds, 3), "step_seconds": [round(t, 3) for t in step_seconds[kind]],
+                      "warmup_seconds": round(warm[kind], 2), "last_loss": loss[kind],
+                      "rows_per_second": round(rows / seconds, 2),
+                      "sequences_per_second": round(sequences / seconds, 2),
+                      "real_tokens_per_second": round(tokens / seconds, 1)}
+            if backend == "jax" and args.devices == 1:
+                result.update(cost(models[kind], batches[kind][0], tokens / len(timed)))
+            results[f"{name}_{kind}"] = result
+            print(name, kind, json.dumps(result), flush=True)
+        del models
     return results
 
 
-def cost(model, batch, tokens_per_step: float, config) -> dict:
+def flops_side(args) -> dict:
+    """Runs in its own JAX process (1 device): compile-only cost analysis of the train step of each of
+    --flops-presets on the saved packed and unpacked batches of `args.sets`' first data set; the count's check."""
+    import gc
+    import keras
+    from bert_keras import PRESETS
+    name = json.loads(args.sets)[0]
+    batches = {kind: load_batches(os.path.join(args.tmp, f"{name}_{kind}.npz"), args.warmup + args.steps)
+               for kind in KINDS}
+    results = {"data": name, "presets": {}, "check": count_check(PRESETS[args.flops_presets[0]],
+                                                                 batches["unpacked"][0])}
+    print(json.dumps(results["check"]), flush=True)
+    for preset in args.flops_presets:
+        for kind in KINDS:
+            timed = batches[kind][args.warmup:]
+            tokens = sum(int(x["input_mask"].sum()) for x, _ in timed) / len(timed)
+            start = time.perf_counter()
+            model = pretrainer(PRESETS[preset], "jax")
+            x, y = batches[kind][0]
+            model._symbolic_build(data_batch=(x, y, None))            # variables, optimizer and metrics; no step
+            result = cost(model, batches[kind][0], tokens)
+            result.update(compile_seconds=round(time.perf_counter() - start, 1), rows_per_step=len(x["input_word_ids"]),
+                          parameters=int(sum(math.prod(v.shape) for v in model.trainable_variables)))
+            results["presets"].setdefault(preset, {})[kind] = result
+            print(preset, kind, json.dumps(result), flush=True)
+            del model
+            keras.backend.clear_session()
+            gc.collect()
+    return results
+
+
+def count_check(config, batch) -> dict:
+    """The model's count against XLA on rows the count describes exactly: `batch`'s shapes with every token real
+    (one sequence a row, input_mask all ones) and every MLM slot used; forward only (training=False), and the
+    train step's FLOPs over the forward's. Also XLA's FLOPs for one (m, k) x (k, n) matmul against 2 m k n."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    x, y = batch
+    x = {k: np.asarray(v).copy() for k, v in x.items()}
+    y = {k: np.asarray(v).copy() for k, v in y.items()}
+    rows, seq = x["input_mask"].shape
+    x["input_mask"][:] = 1
+    slots = x["masked_lm_positions"].shape[1]
+    x["masked_lm_positions"][:] = np.arange(1, slots + 1)
+    y["masked_lm_weights"][:] = 1
+    model = pretrainer(config, "jax")
+    model._symbolic_build(data_batch=(x, y, None))
+    trainable = [v.value for v in model.trainable_variables]
+    non_trainable = [v.value for v in model.non_trainable_variables]
+
+    def forward(trainable, non_trainable, x):
+        return model.stateless_call(trainable, non_trainable, x, training=False)[0]
+
+    xla_forward = flops_of(jax.jit(forward).lower(trainable, non_trainable, x).compile())
+    xla_step = cost(model, (x, y), 1.0)["xla_flops_per_step"]
+    h, i, layers, v = config.hidden_size, config.intermediate_size, config.num_hidden_layers, config.vocab_size
+    t, p, n = rows * seq, rows * slots, rows
+    parts = {"projections_and_feed_forward": t * 2 * layers * (4 * h * h + 2 * h * i),
+             "attention": 4 * layers * h * rows * seq * seq,
+             "mlm": p * (2 * h * h + 2 * h * v), "pooler_and_nsp": n * (2 * h * h + 4 * h)}
+    count_forward = float(sum(parts.values()))
+    m, k, nn = 512, 768, 3072
+    matmul = flops_of(jax.jit(jnp.dot).lower(jnp.ones((m, k)), jnp.ones((k, nn))).compile())
+    return {"config": {"layers": layers, "hidden": h, "intermediate": i, "vocabulary": v},
+            "rows": rows, "max_seq_length": seq, "mlm_slots": slots,
+            "count_forward_parts": parts, "count_forward": count_forward, "xla_forward": xla_forward,
+            "xla_forward_over_count": round(xla_forward / count_forward, 4),
+            "xla_train_step": xla_step, "xla_train_step_over_xla_forward": round(xla_step / xla_forward, 4),
+            "xla_train_step_over_3x_count": round(xla_step / (3 * count_forward), 4),
+            "matmul_512x768x3072": {"xla": matmul, "2mkn": 2 * m * k * nn}}
+
+
+def flops_of(compiled) -> float:
+    """XLA's cost analysis 'flops' of a compiled jax function."""
+    analysis = compiled.cost_analysis()
+    analysis = analysis[0] if isinstance(analysis, (list, tuple)) else analysis
+    return float(analysis["flops"])
+
+
+def cost(model, batch, tokens_per_step: float) -> dict:
     """XLA's cost analysis of Keras' JAX train step on `batch` (flops), per real token of a step."""
     import jax
     x, y = batch
     state = model._get_jax_state(trainable_variables=True, non_trainable_variables=True,
                                  optimizer_variables=True, metrics_variables=True)
-    compiled = jax.jit(model.train_step).lower(state, (x, y, None)).compile()
-    analysis = compiled.cost_analysis()
-    analysis = analysis[0] if isinstance(analysis, (list, tuple)) else analysis
-    return {"xla_flops_per_step": float(analysis["flops"]),
-            "xla_flops_per_real_token": round(float(analysis["flops"]) / tokens_per_step, 1)}
+    flops = flops_of(jax.jit(model.train_step).lower(state, (x, y, None)).compile())
+    return {"xla_flops_per_step": flops, "xla_flops_per_real_token": round(flops / tokens_per_step, 1)}
 
 
-def model_flops_per_real_token(config, batches) -> float:
-    """The module docstring's count over `batches` ([(features)] as saved), per real token."""
+def model_flops_per_real_token(config, batches) -> dict:
+    """The module docstring's count over `batches` ([(features)] as saved), per real token ("model"); and the
+    same formula over what the batches' static shapes compute ("static_shapes": every position of every row, the
+    whole rows' S x S attention, every MLM slot and every [CLS] slot), the FLOPs XLA's step does before the
+    elementwise work; the ratio of the two is the shapes' overhead (padding, attention across a packed row's
+    sequences, empty MLM slots)."""
     import numpy as np
     h, i, layers, v = config.hidden_size, config.intermediate_size, config.num_hidden_layers, config.vocab_size
-    total, tokens = 0.0, 0
+
+    def forward(t, attention, p, n):
+        return (t * 2 * layers * (4 * h * h + 2 * h * i) + 4 * layers * h * attention
+                + p * (2 * h * h + 2 * h * v) + n * (2 * h * h + 4 * h))
+
+    model = static = 0.0
+    tokens = 0
     for features in batches:
         mask = features["input_mask"]
+        rows, seq = mask.shape
         t = int(mask.sum())
         if "packed_sequence_ids" in features:
             ids = features["packed_sequence_ids"]
@@ -231,14 +352,16 @@ def model_flops_per_real_token(config, batches) -> float:
             lengths = mask.sum(1)
         lengths = lengths[lengths > 0].astype(np.float64)
         p = float((features["masked_lm_weights"] > 0).sum())
-        forward = (t * 2 * layers * (4 * h * h + 2 * h * i) + 4 * layers * h * float((lengths ** 2).sum())
-                   + p * (2 * h * h + 2 * h * v) + len(lengths) * (2 * h * h + 4 * h))
-        total += 3 * forward
+        model += 3 * forward(t, float((lengths ** 2).sum()), p, len(lengths))
+        cls_slots = features["cls_positions"].shape[1] if "cls_positions" in features else 1
+        static += 3 * forward(rows * seq, float(rows * seq * seq), features["masked_lm_weights"].size,
+                              rows * cls_slots)
         tokens += t
-    return total / tokens
+    return {"model": round(model / tokens, 1), "static_shapes": round(static / tokens, 1)}
 
 
-def run_side(backend: str, devices: int, tmp: str, sets: list[str], args) -> dict:
+def run_side(backend: str, devices: int, tmp: str, sets: list[str], args, flops: bool = False) -> dict:
+    """One side (or, with `flops`, the compile-only FLOPs side) in a fresh process; its results."""
     env = {**os.environ, "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": str(REPO)}
     env.pop("XLA_FLAGS", None)
     if backend == "jax" and args.jax_path:
@@ -247,11 +370,13 @@ def run_side(backend: str, devices: int, tmp: str, sets: list[str], args) -> dic
         env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
     argv = [sys.executable, __file__, "--side", "--tmp", tmp, "--sets", json.dumps(sets), "--devices", str(devices),
             "--preset", args.preset, "--steps", str(args.steps), "--warmup", str(args.warmup)]
+    if flops:
+        argv += ["--flops-side", "--flops-presets", *args.flops_presets]
     start = time.perf_counter()
     done = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True)
     if done.returncode:
         raise SystemExit(f"{backend} x{devices} failed:\n{done.stdout[-3000:]}\n{done.stderr[-6000:]}")
-    print(f"{backend} x{devices}: {time.perf_counter() - start:.0f} s", flush=True)
+    print(f"{backend} x{devices}{' FLOPs' if flops else ''}: {time.perf_counter() - start:.0f} s", flush=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -277,21 +402,30 @@ def main(argv=None):
     parser.add_argument("--jax-path", help="a folder holding jax, added to the JAX sides' PYTHONPATH (when the "
                         "environment has no [jax] extra: pip install --target FOLDER jax==0.10.2 jaxlib==0.10.2)")
     parser.add_argument("--data", nargs="+", default=list(DATA), choices=DATA, help="the data sets (all)")
-    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS,
-                        help="packed, unpacked, packed_trimmed (packed rows with their MLM slots cut to what the "
-                             "data's rows use, a multiple of 8: what a smaller packed slot count would give)")
-    parser.add_argument("--sides", nargs="+", default=[f"{b}_x{d}" for b, d in SIDES],
-                        choices=[f"{b}_x{d}" for b, d in SIDES], help="the steps measured (all)")
+    parser.add_argument("--sides", nargs="*", default=[f"{b}_x{d}" for b, d in SIDES],
+                        choices=[f"{b}_x{d}" for b, d in SIDES], help="the steps measured (all; none: --sides "
+                        "with no name)")
+    parser.add_argument("--flops-presets", nargs="*", default=["bert_base", "bert_large"],
+                        help="presets whose JAX train step is compiled (not run) on (b)'s packed and unpacked "
+                             "batches for XLA's FLOPs per real token; the first also checks the count against "
+                             "XLA's forward (default bert_base bert_large; none: the option with no name)")
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "packing.json"))
     parser.add_argument("--side", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--tmp", help=argparse.SUPPRESS)
     parser.add_argument("--sets", help=argparse.SUPPRESS)
     parser.add_argument("--devices", type=int, default=1, help=argparse.SUPPRESS)
+    parser.add_argument("--flops-side", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.flops_side:
+        print(json.dumps(flops_side(args)))
+        return
     if args.side:
         print(json.dumps(side(args)))
         return
-    if not SQUAD.exists():
+    if args.flops_presets and "wikipedia_like_512" not in args.data:
+        raise SystemExit("--flops-presets measures on wikipedia_like_512: add it to --data, or pass --flops-presets "
+                         "with no name")
+    if not SQUAD.exists() and any(name.startswith("short_documents") for name in args.data):
         raise SystemExit(f"{SQUAD} is absent: set BERT_KERAS_SHARED_DATA to the shared data folder")
     from bert_keras import PRESETS
     from bert_keras.loading import bundled_minilm_folder
@@ -300,7 +434,10 @@ def main(argv=None):
     vocab = os.path.join(bundled_minilm_folder(), "vocab.txt")
     report = {"date": time.strftime("%Y-%m-%d"), "preset": args.preset, "steps": args.steps, "warmup": args.warmup,
               "cpu_flags": sorted(f for f in cpu_flags() if f.startswith(("avx", "amx", "fma", "sse4"))),
-              "cores": os.cpu_count(), "data": {}, "runs": {}}
+              "cores": os.cpu_count(), "load_average_at_start": os.getloadavg(),
+              "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
+                                       text=True).stdout.strip(),
+              "started_utc": time.strftime("%H:%M", time.gmtime()), "data": {}, "runs": {}}
     with tempfile.TemporaryDirectory() as tmp:
         made = {}
         for seq in (128, 512):
@@ -318,34 +455,36 @@ def main(argv=None):
             count = args.warmup + args.steps
             # The timed rows: count x rows packed rows drawn at random (seeded; the packer orders rows by their
             # first sequence, so the first rows are mostly triples); unpacked: the same sequences, in order.
-            slots = int((packed["masked_lm_weights"] > 0).sum(1).max())
-            info["trimmed_slots"] = slots = min(-(-slots // 8) * 8, packed["masked_lm_weights"].shape[1])
             chosen = np.random.default_rng(0).permutation(len(packed["input_ids"]))[:count * rows]
             packed = {k: v[chosen] for k, v in packed.items()}
             unpacked = unpack_rows(packed, PREDICTIONS[seq])
+            # unpack_rows keeps min(row slots, predictions) slots (78 at 512); unpacked records have 80.
+            short = PREDICTIONS[seq] - unpacked["masked_lm_positions"].shape[1]
+            unpacked.update({k: np.pad(v, ((0, 0), (0, short))) for k, v in unpacked.items()
+                             if k.startswith("masked_lm_") and short > 0})
             info["sequences_per_step"] = round(len(unpacked["input_ids"]) / count, 2)
+            info["mlm_slots_packed"] = packed["masked_lm_weights"].shape[1]
             unpacked_rows = max(8, int(round(info["sequences_per_step"] / 8)) * 8)
-            trimmed = {k: v[:, :slots] if k.startswith("masked_lm_") else v for k, v in packed.items()}
-            variants = {"packed": (packed, rows), "unpacked": (unpacked, unpacked_rows),
-                        "packed_trimmed": (trimmed, rows)}
-            for kind in args.variants:
-                features, r = variants[kind]
+            for kind, (features, r) in {"packed": (packed, rows), "unpacked": (unpacked, unpacked_rows)}.items():
                 batches = save_batches(os.path.join(tmp, f"{name}_{kind}.npz"), features, r, count)
-                info[f"model_flops_per_real_token_{kind}"] = round(
-                    model_flops_per_real_token(config, batches[args.warmup:]), 1)
+                for preset in [args.preset] + (args.flops_presets if name == "wikipedia_like_512" else []):
+                    info.setdefault("model_flops_per_real_token", {}).setdefault(preset, {})[kind] = \
+                        model_flops_per_real_token(PRESETS[preset], batches[args.warmup:])
                 info[f"rows_per_step_{kind}"] = r
-                sets.append(f"{name}_{kind}")
+            sets.append(name)
             report["data"][name] = info
             print(name, json.dumps(info), flush=True)
         for backend, devices in (side for side in SIDES if f"{side[0]}_x{side[1]}" in args.sides):
             report["runs"][f"{backend}_x{devices}"] = run_side(backend, devices, tmp, sets, args)
+        if args.flops_presets:
+            report["flops"] = run_side("jax", 1, tmp, ["wikipedia_like_512"], args, flops=True)
+    report["finished_utc"] = time.strftime("%H:%M", time.gmtime())
+    report["load_average_at_end"] = os.getloadavg()
     for name in report["data"]:
         for run, results in report["runs"].items():
-            for kind in args.variants:
-                if kind != "unpacked" and "unpacked" in args.variants:
-                    p, u = results[f"{name}_{kind}"], results[f"{name}_unpacked"]
-                    report["data"][name].setdefault(f"real_tokens_per_second_{kind}_over_unpacked", {})[run] = \
-                        round(p["real_tokens_per_second"] / u["real_tokens_per_second"], 3)
+            p, u = results[f"{name}_packed"], results[f"{name}_unpacked"]
+            report["data"][name].setdefault("real_tokens_per_second_packed_over_unpacked", {})[run] = \
+                round(p["real_tokens_per_second"] / u["real_tokens_per_second"], 3)
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w", encoding="utf-8") as f:
         json.dump(report, f, indent=1)
