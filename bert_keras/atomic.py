@@ -3,6 +3,10 @@
 The temporary names come from `tempfile` (mode 0600 for a file, 0700 for a folder); before the rename they get the
 mode a plain `open` or `mkdir` would give under the process's umask (0644 / 0755 under umask 0022), so a server
 running as another user (a non-root container, a Kubernetes securityContext) can read what was written.
+
+A remote target (`gs://...`: storage.py) is built in a local temporary path the same way and then uploaded: a file
+under a temporary name beside the target, renamed into place; a folder file by file, its keystone files (`last`)
+after the others, since a bucket has no folder rename.
 """
 
 from __future__ import annotations
@@ -12,6 +16,8 @@ import json
 import os
 import shutil
 import tempfile
+
+from bert_keras import storage
 
 
 def _umask() -> int:
@@ -34,8 +40,14 @@ def as_created(path: str, folder: bool = False) -> None:
 
 
 @contextlib.contextmanager
-def atomic_directory(target: str):
-    """Yields a temporary folder; on success it replaces `target`, on any error it is removed."""
+def atomic_directory(target: str, last: tuple = ()):
+    """Yields a temporary folder; on success it replaces `target`, on any error it is removed. A remote `target`
+    is uploaded with the files named in `last` (e.g. "saved_model.pb") after all others (storage.publish_tree)."""
+    if storage.is_remote(target):
+        with tempfile.TemporaryDirectory(prefix="bert_keras-") as tmp:
+            yield tmp
+            storage.publish_tree(tmp, target, last)
+        return
     target = os.path.abspath(target)
     parent = os.path.dirname(target)
     os.makedirs(parent, exist_ok=True)
@@ -53,7 +65,18 @@ def atomic_directory(target: str):
 
 @contextlib.contextmanager
 def atomic_file(target: str):
-    """Yields a temporary file path (same suffix as `target`); on success it is renamed to `target`."""
+    """Yields a temporary file path (same suffix as `target`); on success it is renamed to `target` (uploaded and
+    renamed, for a remote `target`)."""
+    if storage.is_remote(target):
+        fd, tmp = tempfile.mkstemp(prefix="bert_keras-", suffix=os.path.splitext(target)[1])
+        os.close(fd)
+        try:
+            yield tmp
+            storage.upload_file(tmp, target)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(tmp)
+        return
     target = os.path.abspath(target)
     parent = os.path.dirname(target)
     os.makedirs(parent, exist_ok=True)

@@ -94,6 +94,8 @@ def load_backbone_and_heads(source: str, vocab: str | None = None, lower_case: b
         {}
     """
     from bert_keras.source_config import check_max_seq_length, max_positions
+    from bert_keras.storage import local_copy
+    source, vocab = local_copy(source), local_copy(vocab)      # a source on a bucket: read from a local copy
     limit = max_positions(source)            # from the configuration, before anything loads
     if preprocessor_args.get("max_seq_length") is None:      # BertPreprocessor's 512, or the model's fewer
         preprocessor_args["max_seq_length"] = min(512, limit or 512)

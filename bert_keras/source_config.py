@@ -34,8 +34,10 @@ def max_positions(source: str) -> int | None:
         512
     """
     from bert_keras.config import PRESETS
+    from bert_keras.storage import local_copy
     if source in PRESETS:
         return PRESETS[source].max_position_embeddings
+    source = local_copy(source)                                         # a source on a bucket
     if os.path.isdir(source) and not os.path.exists(os.path.join(source, "zoo.json")):
         for saved in ("pretrainer.keras", "model.keras"):              # a `pretrain --out` or `finetune --out` folder
             if os.path.exists(os.path.join(source, saved)):

@@ -269,8 +269,10 @@ def cmd_pretraining_data(args) -> None:
 
     from bert_keras.preprocessing import BertPreprocessor
     from bert_keras.pretraining import MaskingConfig, create_pretraining_data
-    if not os.path.exists(args.vocab):
+    from bert_keras import storage
+    if not storage.exists(args.vocab):
         raise CommandError(f"no such file: {args.vocab}")
+    args.vocab = storage.local_copy(args.vocab)            # a vocab.txt on a bucket
     config = MaskingConfig(max_seq_length=args.max_seq_length, max_predictions_per_seq=args.max_predictions_per_seq,
                            masked_lm_prob=args.masked_lm_prob, short_seq_prob=args.short_seq_prob,
                            dupe_factor=args.dupe_factor, whole_word_mask=args.whole_word_mask)

@@ -181,7 +181,8 @@ def may_batch(version_folder: str) -> bool:
     from tensorflow.core.protobuf import saved_model_pb2
     proto = saved_model_pb2.SavedModel()
     try:
-        with open(os.path.join(version_folder, "saved_model.pb"), "rb") as f:
+        from bert_keras import storage
+        with storage.open(os.path.join(version_folder, "saved_model.pb"), "rb") as f:
             proto.ParseFromString(f.read())
     except (OSError, DecodeError):
         return False

@@ -5,7 +5,9 @@
 The model carries all it needs: its preprocessor (vocab, casing, lengths), label names, segments, answer rules.
 
 - The version folder is written under a temporary name and renamed into place, so TF Serving (which polls the
-  base path) never loads a half-written version.
+  base path) never loads a half-written version. A base path on a bucket (`gs://...`, which TF Serving reads
+  directly) gets the folder built locally and uploaded with `saved_model.pb` last: the server's loader finds no
+  SavedModel in the version folder until every file it reads is there (storage.publish_tree).
 - Signatures: signatures.py, by the model's class (BertClassifier -> serving_default/classify or regress/from_ids;
   BertSpanLabeler -> question+context answers; BertMultipleChoice; BertTagger). Classify/Regress carry TF Serving's
   method names (method_names.py).
@@ -26,6 +28,7 @@ import warnings
 
 import tensorflow as tf
 
+from bert_keras import storage
 from bert_keras.atomic import atomic_file
 from savedmodels import signatures as sig
 from savedmodels.method_names import set_method_names
@@ -48,10 +51,10 @@ def numeric_versions(model_dir: str) -> list[int]:
     """The version folders TF Serving sees under a model's base path, ascending: numeric names only (our
     temporary `.N.partial-*` folders are not); [] when there is no such folder."""
     try:
-        names = os.listdir(model_dir)
+        names = storage.listdir(model_dir)
     except (FileNotFoundError, NotADirectoryError):
         return []
-    return sorted(int(v) for v in names if v.isdigit() and os.path.isdir(os.path.join(model_dir, v)))
+    return sorted(int(v) for v in names if v.isdigit() and storage.isdir(os.path.join(model_dir, v)))
 
 
 def next_version(model_dir: str) -> int:
@@ -76,10 +79,10 @@ def export_task_model(model, base_path: str, model_name: str, version: int | Non
     """Writes the version folder (and model.keras beside it); returns the version folder's path. `xla`: an
     xla.XlaShapes for the XLA export (None: the default export)."""
     model_dir = os.path.join(base_path, model_name)
-    os.makedirs(model_dir, exist_ok=True)
+    storage.makedirs(model_dir)
     version = version or next_version(model_dir)
     final = os.path.join(model_dir, str(version))
-    if os.path.exists(final):
+    if storage.exists(final):
         raise FileExistsError(f"{final} exists: TF Serving versions are immutable, choose another --version")
     signatures = task_signatures(model)
     requests = [(s.name, s.warmup) for s in signatures if s.warmup]
@@ -116,13 +119,13 @@ def write_batching_parameters(base_path: str, params=None) -> str:
     allowed_batch_sizes it does not have."""
     from savedmodels.batching import BatchingParameters
     path = os.path.join(base_path, "batching_parameters.txt")
-    if os.path.exists(path) and params is not None and params.allowed_batch_sizes:
+    if storage.exists(path) and params is not None and params.allowed_batch_sizes:
         have = BatchingParameters.read(path).allowed_batch_sizes
         if have != params.allowed_batch_sizes:
             warnings.warn(f"{path} is kept as it is: its allowed_batch_sizes {list(have)} are not the XLA export's "
                           f"{list(params.allowed_batch_sizes)} (the export pads batches to those in-graph anyway); "
                           "delete the file to have them written", stacklevel=3)
-    if not os.path.exists(path):
+    if not storage.exists(path):
         params = params or BatchingParameters(max_batch_size=8, batch_timeout_micros=2000,
                                               num_batch_threads=2, max_enqueued_batches=100)
         with atomic_file(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
@@ -131,7 +134,10 @@ def write_batching_parameters(base_path: str, params=None) -> str:
 
 
 def write_models_config(base_path: str, model_names: list[str], container_base: str = "/models") -> str:
-    """`models.config` for `tensorflow_model_server --model_config_file`, serving several models at once."""
+    """`models.config` for `tensorflow_model_server --model_config_file`, serving several models at once; on a
+    bucket (`gs://...`) each model's base path is its folder there, which the server reads directly."""
+    if storage.is_remote(base_path):
+        container_base = base_path.rstrip("/")
     entries = "".join(f"  config {{\n    name: '{name}'\n    base_path: '{container_base}/{name}'\n"
                       f"    model_platform: 'tensorflow'\n  }}\n" for name in model_names)
     path = os.path.join(base_path, "models.config")
@@ -171,12 +177,15 @@ class ServingExport:
     def serve_command(self, image: str = "tensorflow/serving:2.19.0") -> str:
         """The `docker run` line that serves the base path: with server-side batching only when every model in
         models.config may be batched (`unbatchable` is empty)."""
-        base = os.path.abspath(os.path.dirname(self.models_config))
-        batching = (" --enable_batching --batching_parameters_file=/models/batching_parameters.txt"
+        base = os.path.dirname(self.models_config)
+        remote = storage.is_remote(base)               # the server reads a bucket itself: no folder to mount
+        models = base if remote else "/models"
+        batching = (f" --enable_batching --batching_parameters_file={models}/batching_parameters.txt"
                     if self.batchable else "")
         xla = " --xla_cpu_compilation_enabled=true" if self.xla else ""
-        return (f"docker run -p 8500:8500 -p 8501:8501 -v {base}:/models {image} "
-                f"--model_config_file=/models/models.config{batching}{xla}")
+        mount = "" if remote else f" -v {os.path.abspath(base)}:/models"
+        return (f"docker run -p 8500:8500 -p 8501:8501{mount} {image} "
+                f"--model_config_file={models}/models.config{batching}{xla}")
 
 
 def export_for_serving(model, base_path: str, model_name: str, version: int | None = None,
@@ -214,7 +223,7 @@ def export_for_serving(model, base_path: str, model_name: str, version: int | No
                                       num_batch_threads=2, max_enqueued_batches=100,
                                       allowed_batch_sizes=shapes.batch_sizes)
     path = export_task_model(with_precision(model, precision), base_path, model_name, version, xla=shapes)
-    names = tuple(sorted(d for d in os.listdir(base_path) if numeric_versions(os.path.join(base_path, d))))
+    names = tuple(sorted(d for d in storage.listdir(base_path) if numeric_versions(os.path.join(base_path, d))))
     newest = {n: os.path.join(base_path, n, str(numeric_versions(os.path.join(base_path, n))[-1])) for n in names}
     return ServingExport(version=path, keras_file=os.path.join(base_path, model_name, "model.keras"),
                          models_config=write_models_config(base_path, list(names)),

@@ -74,7 +74,7 @@ def save_servable(target: str, signatures: dict, attributes: dict | None = None,
     """tf.saved_model.save of servable_root(...) under a temporary name beside `target`, `finish(folder)` for
     extra files, the op check, then a rename into place; on any error nothing is left behind."""
     root = servable_root(signatures, attributes)
-    with atomic_directory(target) as tmp:
+    with atomic_directory(target, last=("saved_model.pb",)) as tmp:
         tf.saved_model.save(root, tmp, signatures=signatures)
         if finish:
             finish(tmp)

@@ -237,7 +237,7 @@ class SessionBundle:
         """Replays assets.extra/tf_serving_warmup_requests (PredictionLog records) as TF Serving does at load;
         returns how many ran. A failing, unreadable or unsupported record raises LoadError naming it."""
         path = os.path.join(self.path, WARMUP_FILE)
-        if not os.path.exists(path):
+        if not tf.io.gfile.exists(path):                 # (a version on a bucket too, as the server reads it)
             return 0
         count = 0
         try:

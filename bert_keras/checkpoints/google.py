@@ -9,6 +9,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
+from bert_keras import storage
 from bert_keras.atomic import atomic_directory
 from bert_keras.preprocessing.vocab import save_vocab
 
@@ -37,7 +38,7 @@ def write_google_checkpoint(tensors: dict, folder: str, config=None, vocab_file:
     The files are written into a temporary folder beside `folder` and renamed into place, so a reader never
     sees half a checkpoint. Returns the checkpoint prefix.
     """
-    with atomic_directory(folder) as tmp:
+    with atomic_directory(folder, last=(f"{prefix_name}.index",)) as tmp:     # (a bucket: the index last)
         names = sorted(tensors)
         tf.raw_ops.SaveV2(prefix=os.path.join(tmp, prefix_name), tensor_names=names,
                           shape_and_slices=[""] * len(names),
@@ -46,4 +47,4 @@ def write_google_checkpoint(tensors: dict, folder: str, config=None, vocab_file:
             config.to_json_file(os.path.join(tmp, "bert_config.json"))
         if vocab_file:                             # a vocab.txt path, or the tokens in id order
             save_vocab(vocab_file, os.path.join(tmp, "vocab.txt"))
-    return os.path.join(os.path.abspath(folder), prefix_name)
+    return os.path.join(folder if storage.is_remote(folder) else os.path.abspath(folder), prefix_name)

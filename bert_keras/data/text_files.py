@@ -70,11 +70,8 @@ def _line_at(path, offset: int) -> int | None:
 
 
 def _open_binary(path):
-    path = os.fspath(path)
-    if "://" in path:                                 # gs://, s3://, hdfs://
-        import tensorflow as tf
-        return tf.io.gfile.GFile(path, "rb")
-    return open(path, "rb")
+    from bert_keras import storage                   # gs://, hdfs://: through tf.io.gfile
+    return storage.open(os.fspath(path), "rb")
 
 
 def decode_utf8(data: bytes, path, offset: int = 0, line: int | None = 1) -> str:

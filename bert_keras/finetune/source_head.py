@@ -56,9 +56,10 @@ def start_from_source_head(model, source: str) -> str | None:
         >>> note                                                                                  # doctest: +SKIP
         'continuing the BertForSequenceClassification head of hf_sst2 (labels 0, 1)'
     """
-    if not is_huggingface_task_folder(source):
+    from bert_keras.storage import local_copy
+    if not is_huggingface_task_folder(local_copy(source)):     # (a folder on a bucket: its local copy)
         return None
-    head = read_task_head(source)
+    head = read_task_head(local_copy(source))
     why = misfit(model, head)
     if why:
         return f"{source}: training a new {type(model).__name__} head on its encoder: {why}"

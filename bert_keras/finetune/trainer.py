@@ -30,6 +30,7 @@ import time
 
 import tensorflow as tf
 
+from bert_keras import storage
 from bert_keras.atomic import atomic_file, write_json
 from bert_keras.checkpoints.load import pooler_unused
 from bert_keras.finetune.packed_examples import packed_training
@@ -95,6 +96,7 @@ class FinetuneConfig(TrainingConfig):
 
 
 def _files(config: FinetuneConfig, task) -> tuple[str, str | None]:
+    """(training file, evaluation file or None) as named, each checked to exist (on a bucket too)."""
     train, evaluate = config.train, config.eval
     if config.data:
         train = train or os.path.join(config.data, task.default_files[0])
@@ -102,7 +104,7 @@ def _files(config: FinetuneConfig, task) -> tuple[str, str | None]:
     if not train:
         raise FileNotFoundError("no training data: pass --data DIR or --train FILE")
     for path in (train, evaluate):
-        if path and not os.path.exists(path):
+        if path and not storage.exists(path):
             raise FileNotFoundError(f"no such file: {path} (expected the {task.name} layout; see --help)")
     return train, evaluate
 
@@ -229,12 +231,12 @@ def _finetune(config: FinetuneConfig, callbacks: list | None) -> dict:
     from bert_keras.finetune.registry import get_task
     task = get_task(config.task, **config.task_args)
     train_file, eval_file = _files(config, task)
-    train = task.read(train_file)[:config.max_train_examples]
-    evaluation = task.read(eval_file)[:config.max_eval_examples] if eval_file else []
+    train = task.read(storage.local_copy(train_file))[:config.max_train_examples]
+    evaluation = task.read(storage.local_copy(eval_file))[:config.max_eval_examples] if eval_file else []
     _check(config, train, train_file, evaluation, eval_file)
     strategy = start(config)
     out = output_folder(strategy, config.out)
-    os.makedirs(out, exist_ok=True)
+    storage.makedirs(out)
     drop = static_batches(strategy, config.seq_length, config.jit_compile)
     with strategy.scope(), pooler_unused():         # the pooler is fine-tuned, or unused (task.uses_pooler)
         encoder, preprocessor = load_backbone(config.model, config.vocab, config.lower_case,
@@ -318,5 +320,4 @@ def _save(model, out, metrics):
         weights_only.save(tmp)
     write_json(os.path.join(out, "metrics.json"), metrics)
     for stale in ("vocab.txt", "preprocessing.json", "task.json"):    # written by bert_keras before one-file models
-        if os.path.exists(os.path.join(out, stale)):
-            os.remove(os.path.join(out, stale))
+        storage.remove(os.path.join(out, stale))

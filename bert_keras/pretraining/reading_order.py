@@ -30,6 +30,7 @@ import struct
 import numpy as np
 import tensorflow as tf
 
+from bert_keras import storage
 from bert_keras.atomic import atomic_file
 
 SEGMENT = 256                 # records per segment (index_files' default)
@@ -59,7 +60,7 @@ class Segments:
         found = {}
         for file_id, in_file in by_file.items():
             path = self.files[file_id]
-            with _open(path) as f:
+            with storage.open(path, "rb") as f:
                 for segment in in_file:
                     f.seek(int(self.start[segment]))
                     data = f.read(int(self.end[segment] - self.start[segment]))
@@ -83,8 +84,8 @@ def index_files(files: list[str], kind: str, cache: str | None = None,
         raise ValueError(f"segment_records must be at least 1, got {segment_records}")
     key = hashlib.sha256(json.dumps([kind, segment_records, [(f, tf.io.gfile.stat(f).length) for f in files]])
                          .encode()).hexdigest()
-    if cache and os.path.exists(cache):
-        with np.load(cache) as saved:
+    if cache and storage.exists(cache):
+        with np.load(storage.local_copy(cache)) as saved:
             if str(saved["key"]) == key:
                 return Segments(tuple(files), kind, *(saved[k] for k in ("file_id", "start", "end", "count")))
     parts = [_index_one(path, kind, segment_records) for path in files]
@@ -168,10 +169,6 @@ def record_stream(segments: Segments, seed: int, shard: int, shards: int, window
     return ds.unbatch().skip(skip)
 
 
-def _open(path: str):
-    return open(path, "rb") if "://" not in path else tf.io.gfile.GFile(path, "rb")
-
-
 def _frames(data: bytes) -> list[bytes] | None:
     """TFRecord frames back to back -> their payloads; None if the frames do not tile `data` exactly."""
     out, pos, view = [], 0, memoryview(data)
@@ -186,7 +183,7 @@ def _index_one(path: str, kind: str, segment: int) -> tuple[list[int], list[int]
     """(starts, ends, counts) of one file's segments of `segment` records."""
     size = tf.io.gfile.stat(path).length
     starts = []
-    with _open(path) as f:
+    with storage.open(path, "rb") as f:
         if kind == "tfrecord":
             pos, base, buf, n = 0, 0, b"", 0
             while pos < size:

@@ -11,13 +11,13 @@ Records are encoded and framed in NumPy (example_proto.py, tfrecord_frames below
 
 from __future__ import annotations
 
-import glob
 import os
 
 import google_crc32c as crc32c
 import numpy as np
 import tensorflow as tf
 
+from bert_keras import storage
 from bert_keras.pretraining.example_proto import example_blocks, join_blocks
 
 
@@ -78,7 +78,7 @@ def record_files(pattern: str) -> list[str]:
     files = []
     for part in pattern.split(","):
         part = part.strip()
-        files.extend(sorted(glob.glob(os.path.join(part, "*.tfrecord")) if os.path.isdir(part) else glob.glob(part)))
+        files.extend(storage.glob(os.path.join(part, "*.tfrecord")) if storage.isdir(part) else storage.glob(part))
     if not files:
         raise FileNotFoundError(f"no pretraining records match {pattern!r} (write them with "
                                 "`bert-keras pretraining-data`)")

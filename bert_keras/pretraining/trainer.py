@@ -17,6 +17,7 @@ import time
 
 import keras
 
+from bert_keras import storage
 from bert_keras.atomic import atomic_file
 from bert_keras.checkpoints.load import pooler_unused
 from bert_keras.training.resume import restore_resume_point, save_resume_point
@@ -177,7 +178,7 @@ def _pretrain(config: PretrainConfig) -> dict:
     else:
         packed = config.pack
         files = [f.strip() for f in config.text.split(",")]
-        missing = [f for f in files if not os.path.exists(f)]
+        missing = [f for f in files if not storage.exists(f)]
         if missing:
             raise FileNotFoundError(f"no such file: {', '.join(missing)}")
         from bert_keras.data.text_files import check_utf8
@@ -187,7 +188,7 @@ def _pretrain(config: PretrainConfig) -> dict:
         print(f"warm-up: {warmup} steps (a tenth of --train-steps {config.train_steps}; set --warmup-steps to "
               "change it)", flush=True)
     out = output_folder(strategy, config.out)
-    os.makedirs(out, exist_ok=True)
+    storage.makedirs(out)
     checkpoint = StepCheckpoint(os.path.join(out, "checkpoint"), config.save_every, config.seed)
     with strategy.scope(), pooler_unused():         # the pooler is trained (NSP), or unused (MLM only)
         encoder, preprocessor = load_backbone(config.model, config.vocab, config.lower_case,
@@ -256,6 +257,5 @@ def _save(model, preprocessor, out: str):
         model.save(tmp)
     with atomic_file(os.path.join(out, "vocab.txt")) as tmp, open(tmp, "w", encoding="utf-8") as f:
         f.write("\n".join(preprocessor.vocab) + "\n")
-    vocab = os.path.join(out, "vocab.txt")
-    save_google_checkpoint(model.encoder, os.path.join(out, "tf1_checkpoint"), vocab_file=vocab,
+    save_google_checkpoint(model.encoder, os.path.join(out, "tf1_checkpoint"), vocab_file=list(preprocessor.vocab),
                            heads=model.head_weights())

@@ -51,7 +51,9 @@ def load_task_model(path: str):
     """
     import bert_keras.tasks  # noqa: F401  (registers the classes for load_model)
     from bert_keras.tasks.base import TaskModel
+    from bert_keras.storage import local_copy
     from bert_keras.tasks.huggingface import from_huggingface, is_huggingface_task_folder
+    path = local_copy(path)                      # a model on a bucket (gs://...): read from a local copy
     file = os.path.join(path, "model.keras") if os.path.isdir(path) else path
     if not os.path.exists(file) and is_huggingface_task_folder(path):
         return from_huggingface(path)

@@ -86,7 +86,8 @@ def config_from_record(path: str, config_class, **changes):
         >>> config = config_from_record("run/metrics.json", FinetuneConfig, out="run2")      # doctest: +SKIP
         >>> finetune(config)                                                                 # doctest: +SKIP
     """
-    with open(path, encoding="utf-8") as f:
+    from bert_keras import storage
+    with storage.open(path) as f:
         record = json.load(f)
     if "config" not in record:
         raise ValueError(f"{path} records no settings (\"config\"): it was written by an older bert_keras or is "

@@ -9,6 +9,9 @@ its weights, then its epoch, in place). Weights files that state.json no longer 
     save_resume_point(model, "run/backup", 3, {"epoch": 3})
     record = restore_resume_point(model, "run/backup")       # {"epoch": 3, "weights": ...} or None
 
+The folder may be on a bucket (`gs://...`, storage.py): the weights go through tf.io.gfile under their new name
+and state.json is uploaded and renamed into place, so the same holds there.
+
 A run folder is one of three things when a run starts in it (`run_folder`): new (the run creates it, and removes
 it again if it fails before writing a resume point: a refused run leaves nothing behind), unfinished (a resume
 point, no final result, or a kill before the first point: the run resumes or starts there, as before), or finished
@@ -21,11 +24,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import time
 
 import keras
 
+from bert_keras import storage
 from bert_keras.atomic import write_json
 
 STATE = "state.json"
@@ -46,36 +49,38 @@ def save_resume_point(model, folder: str, n: int, record: dict) -> None:
         OSError: the point could not be written (a full disk, a write error): one line naming the point kept
             (the previous one, untouched; the new weights file removed).
     """
-    os.makedirs(folder, exist_ok=True)
+    import tensorflow as tf
+    storage.makedirs(folder)
     name = f"weights-{n}.weights.h5"
     try:
         model.save_weights(os.path.join(folder, name), overwrite=True)
         write_json(os.path.join(folder, STATE), {**record, "weights": name}, indent=None)
-    except OSError as e:              # a full disk, a quota, a write error: the previous point is still whole
-        previous = read_resume_point(folder) if os.path.exists(os.path.join(folder, STATE)) else None
+    except (OSError, tf.errors.OpError) as e:    # a full disk or bucket, a quota, a write error: the previous
+        previous = read_resume_point(folder) if storage.exists(os.path.join(folder, STATE)) else None  # is whole
         if previous is None or os.path.basename(previous["weights"]) != name:
             with contextlib.suppress(OSError):
-                os.remove(os.path.join(folder, name))
-        reason = os.strerror(e.errno) if e.errno else str(e).splitlines()[0]
+                storage.remove(os.path.join(folder, name))
+        reason = (os.strerror(e.errno) if getattr(e, "errno", None) else
+                  str(getattr(e, "message", e)).splitlines()[0])
         kept = (f"the point at {previous.get('step', previous.get('epoch'))} is kept: run the same command again "
                 "to resume there" if previous else "no earlier point: a rerun starts afresh")
         raise OSError(f"could not save the resume point at {n} in {folder} ({reason}); {kept}, once the disk "
                       "has room") from None
-    for stale in os.listdir(folder):
+    for stale in storage.listdir(folder):
         if stale.endswith(".weights.h5") and stale != name:
-            os.remove(os.path.join(folder, stale))
+            storage.remove(os.path.join(folder, stale))
 
 
 def read_resume_point(folder: str) -> dict | None:
     """The record of the resume point in `folder` (with "weights": the weights file's path), or None if there is
     none. Reads no weights."""
     state = os.path.join(folder, STATE)
-    if not os.path.exists(state):
+    if not storage.exists(state):
         return None
-    with open(state, encoding="utf-8") as f:
+    with storage.open(state) as f:
         record = json.load(f)
     weights = os.path.join(folder, record.get("weights", OLD_WEIGHTS))
-    if not os.path.exists(weights):
+    if not storage.exists(weights):
         raise FileNotFoundError(f"{state} names {weights}, which is missing: the resume point is damaged; delete "
                                 f"{folder} to start the run from the beginning")
     return {**record, "weights": weights}
@@ -89,15 +94,15 @@ def finished_run(out: str, result: str, resume_folder: str, done: int | None = N
         >>> finished_run("no_such_run", "model.keras", "no_such_run/backup")
         False
     """
-    if not os.path.exists(os.path.join(out, result)):
+    if not storage.exists(os.path.join(out, result)):
         return False
     state = os.path.join(resume_folder, STATE)
-    if not os.path.exists(state):
+    if not storage.exists(state):
         return True
     if done is None:
         return False
     try:
-        with open(state, encoding="utf-8") as f:
+        with storage.open(state) as f:
             record = json.load(f)
     except (OSError, ValueError):
         return False
@@ -125,25 +130,24 @@ def run_folder(out: str, resume_folder: str, result: str, outputs: tuple, overwr
         >>> with run_folder("run", "run/backup", "model.keras", ("model.keras", "backup")):   # doctest: +SKIP
         ...     train_into("run")
     """
-    if os.path.exists(out) and not os.path.isdir(out):
+    if storage.exists(out) and not storage.isdir(out):
         raise FileExistsError(f"--out {out} is a file: give a folder for the run (a new one, or a run to resume)")
     if overwrite:                             # (every process of a multi-process run may get here: no race fails)
         for name in outputs:
             path = os.path.join(out, name)
-            if os.path.isdir(path):
-                shutil.rmtree(path, ignore_errors=True)
+            if storage.isdir(path):
+                storage.rmtree(path)
             else:
-                with contextlib.suppress(FileNotFoundError):
-                    os.remove(path)
+                storage.remove(path)
     elif finished_run(out, result, resume_folder, done):
         raise FileExistsError(f"--out {out} holds a finished run ({result}): give another --out, or --overwrite to "
                               "replace it (a killed run resumes by itself)")
-    created = not os.path.exists(out)
+    created = not storage.exists(out)
     try:
         yield
     except BaseException:
-        if created and os.path.isdir(out) and not os.path.exists(os.path.join(resume_folder, STATE)):
-            shutil.rmtree(out, ignore_errors=True)
+        if created and storage.isdir(out) and not storage.exists(os.path.join(resume_folder, STATE)):
+            storage.rmtree(out)
         raise
 
 
@@ -310,4 +314,4 @@ class ResumeCheckpoint(keras.callbacks.Callback):
 
     def finish(self) -> None:
         """Removes the resume folder: call it once the run's results are saved."""
-        shutil.rmtree(self.folder, ignore_errors=True)
+        storage.rmtree(self.folder)
