@@ -13,9 +13,9 @@ def from_preset(name: str, progress: bool = True, lower_case: bool | None = None
     """(encoder, preprocessor) for a released checkpoint by name, a local archive or a checkpoint folder.
 
     A catalogue name (`bert-keras zoo list`: google-research's releases) is downloaded once, its SHA-256 and
-    weights verified, converted to a `.keras` file and cached (in $BERT_KERAS_HOME, else
-    ~/.cache/bert_keras); later calls read the cache. The preprocessor is built from the checkpoint's own
-    vocab.txt with the casing the checkpoint was trained with, so ids always match the weights.
+    weights verified, converted to a `.keras` file and cached (in $BERT_KERAS_HOME, which may be a bucket such
+    as gs://bucket/cache, else ~/.cache/bert_keras); later calls read the cache. The preprocessor is built from
+    the checkpoint's own vocab.txt with the casing the checkpoint was trained with, so ids always match the weights.
 
     Args:
         name: str. A catalogue name, a downloaded `.zip`/`.tar.gz` archive, or an unpacked checkpoint folder.
@@ -41,7 +41,8 @@ def from_preset(name: str, progress: bool = True, lower_case: bool | None = None
 
     import bert_keras.encoder  # noqa: F401  (registers the layers for load_model)
     from bert_keras.preprocessing import BertPreprocessor
-    folder = get(name, progress=progress)
+    from bert_keras.storage import local_copy
+    folder = local_copy(get(name, progress=progress))      # a cache on a bucket ($BERT_KERAS_HOME=gs://...)
     with open(os.path.join(folder, "zoo.json"), encoding="utf-8") as f:
         metadata = json.load(f)
     encoder = keras.models.load_model(os.path.join(folder, "model.keras"))

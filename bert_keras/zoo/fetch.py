@@ -5,10 +5,18 @@ Cache layout, under $BERT_KERAS_HOME (default: $XDG_CACHE_HOME/bert_keras, i.e. 
   downloads/<archive>.part     an interrupted download; the next `get` resumes it with an HTTP Range request
   models/<name>/               model.keras, vocab.txt, bert_config.json, zoo.json, written to a temporary folder
                                and renamed into place, so a half-converted model is never seen.
+
+$BERT_KERAS_HOME may be a bucket (`gs://bucket/cache`, any tf.io.gfile scheme: storage.py). Archives are then
+downloaded to the local cache's downloads/ (a resumable `.part` needs a local file; the archive is not copied to the
+bucket), converted locally and `models/<name>/` is uploaded file by file with zoo.json last: a folder is a cached
+model only when its zoo.json is there (`is_converted`), so an upload that stopped half-way is converted again. The
+loaders read a cached folder through a local copy (storage.local_copy). A converted archive or checkpoint folder
+is reused while its path, sizes and modification times are unchanged (zoo.json's `fingerprint`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -18,10 +26,12 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+import uuid
 import zipfile
 
 import numpy as np
 
+from bert_keras import storage
 from bert_keras.atomic import atomic_directory
 from bert_keras.config import BertConfig
 from bert_keras.preprocessing.folder_vocab import MissingVocabularyError, folder_vocabulary
@@ -38,7 +48,79 @@ def cache_dir() -> str:
     home = os.environ.get("BERT_KERAS_HOME")
     if home:
         return home
+    return _local_cache_dir()
+
+
+def _local_cache_dir() -> str:
     return os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "bert_keras")
+
+
+def download_dir() -> str:
+    """Where archives are downloaded: $BERT_KERAS_HOME/downloads, or, for a cache on a bucket (`gs://...`), the
+    local cache's downloads/ ($XDG_CACHE_HOME/bert_keras, else ~/.cache/bert_keras): a resumable download needs a
+    local file."""
+    home = cache_dir()
+    return os.path.join(_local_cache_dir() if storage.is_remote(home) else home, "downloads")
+
+
+def is_converted(folder: str) -> bool:
+    """Is `folder` (local or on a bucket) a model folder the zoo converted: zoo.json beside model.keras? zoo.json
+    is written last, so a folder whose upload stopped half-way is not one."""
+    return (storage.exists(os.path.join(folder, "zoo.json"))
+            and storage.exists(os.path.join(folder, "model.keras")))
+
+
+@contextlib.contextmanager
+def _cache_errors(home: str, action: str):
+    """A cache on a bucket that cannot be read or written: one ZooError naming BERT_KERAS_HOME."""
+    if not storage.is_remote(home):
+        yield
+        return
+    import tensorflow as tf
+    try:
+        yield
+    except (OSError, tf.errors.OpError) as e:
+        reason = " ".join(str(e).split())
+        raise ZooError(f"The zoo cache BERT_KERAS_HOME={home} cannot be {action} ({reason}): set BERT_KERAS_HOME to "
+                       "a local folder or a bucket this machine can write.") from None
+
+
+def _fingerprint(source: str) -> str | None:
+    """The names, sizes and modification times of a local archive or checkpoint folder (None for a remote one:
+    converted every time), so a cached conversion is reused only while its source is unchanged."""
+    if storage.is_remote(source):
+        return None
+    files = ([source] if os.path.isfile(source) else
+             sorted(os.path.join(root, n) for root, _, names in os.walk(source) for n in names))
+    digest = hashlib.sha256()
+    for path in files:
+        stat = os.stat(path)
+        digest.update(f"{os.path.relpath(path, source)}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+    return digest.hexdigest()
+
+
+def _use_cache(target: str, home: str, source: str | None = None, fingerprint: str | None = None) -> bool:
+    """True when `target` holds a converted model to reuse (for a local source: converted from the same path with
+    the same fingerprint). Otherwise, for a cache on a bucket, a probe object is written and removed, so a bucket
+    that cannot be written is refused before a download and a conversion, not after."""
+    with _cache_errors(home, "read"):
+        if is_converted(target):
+            if source is None:
+                return True
+            with storage.open(os.path.join(target, "zoo.json")) as f:
+                metadata = json.load(f)
+            if fingerprint is not None and (metadata.get("source"), metadata.get("fingerprint")) == (source,
+                                                                                                    fingerprint):
+                return True
+    if storage.is_remote(home):
+        probe = os.path.join(home, "models", f".write-probe-{uuid.uuid4().hex[:12]}")
+        with _cache_errors(home, "written"):
+            storage.makedirs(os.path.dirname(probe))
+            with storage.open(probe, "wb") as f:
+                f.write(b"probe")
+        with contextlib.suppress(Exception):
+            storage.remove(probe)
+    return False
 
 
 def _progress(done: int, total: int | None, started: float, label: str) -> None:
@@ -167,21 +249,21 @@ MLM_HEAD_FILE = "mlm_head.npz"        # {google-research name with ":" for "/": 
 
 
 def cached_mlm_head(folder: str) -> dict:
-    """The masked-LM head `_convert` kept in a cached model folder, {`cls/predictions/...`: array}; {} when the
-    checkpoint had none (or was cached before the head was kept)."""
-    path = os.path.join(folder, MLM_HEAD_FILE)
+    """The masked-LM head `_convert` kept in a cached model folder (local or on a bucket: read from a local copy),
+    {`cls/predictions/...`: array}; {} when the checkpoint had none (or was cached before the head was kept)."""
+    path = os.path.join(storage.local_copy(folder), MLM_HEAD_FILE)
     if not os.path.exists(path):
         return {}
     with np.load(path) as f:
         return {name.replace(":", "/"): f[name] for name in f.files}
 
 
-def _convert(folder: str, target: str, metadata: dict) -> str:
+def _convert(folder: str, target: str, metadata: dict, home: str) -> str:
     """Converts a checkpoint folder into target/ (model.keras, vocab.txt, bert_config.json, zoo.json, and
-    mlm_head.npz when the checkpoint has the masked-LM head), atomically."""
+    mlm_head.npz when the checkpoint has the masked-LM head), atomically (on a bucket: zoo.json uploaded last)."""
     from bert_keras.checkpoints import load_checkpoint_with_heads
     config, encoder, heads = load_checkpoint_with_heads(folder)
-    with atomic_directory(target) as tmp:
+    with _cache_errors(home, "written"), atomic_directory(target, last=("zoo.json",)) as tmp:
         encoder.save(os.path.join(tmp, "model.keras"))
         mlm = {name.replace("/", ":"): value for name, value in heads.items() if name.startswith("cls/predictions/")}
         if mlm:                                       # the masked-LM head, for fill-mask (cached_mlm_head reads it)
@@ -194,43 +276,57 @@ def _convert(folder: str, target: str, metadata: dict) -> str:
 
 
 def get(name: str, progress: bool = True, catalogue: dict | None = None) -> str:
-    """Returns a cached model folder for a catalogue name, a local archive, or an unpacked checkpoint folder."""
+    """Returns a cached model folder for a catalogue name, a local archive, or an unpacked checkpoint folder.
+
+    The folder is under $BERT_KERAS_HOME/models, which may be on a bucket (`gs://...`; read it through
+    `storage.local_copy`). A name is downloaded and converted once; an archive or folder is converted again only
+    when it changed (its path, file sizes or modification times).
+    """
     catalogue = catalogue if catalogue is not None else load_catalogue()
     home = cache_dir()
-    if os.path.isdir(name) and os.path.exists(os.path.join(name, "model.keras")):
+    if storage.isdir(name) and is_converted(name):
         return name                                        # already a converted model folder
-    if os.path.isdir(name):
+    local = storage.local_copy(name) if storage.is_remote(name) else name       # a checkpoint on a bucket
+    source = name if storage.is_remote(name) else os.path.abspath(name)
+    if os.path.isdir(local):
         try:                                  # vocab.txt, else a Hugging Face tokenizer.json (transformers 5)
-            vocab, lower = folder_vocabulary(name)
+            vocab, lower = folder_vocabulary(local)
             lower = (not vocab_is_cased(load_vocab(vocab))) if lower is None else lower
         except MissingVocabularyError:
             raise ZooError(f"{name} holds neither vocab.txt nor tokenizer.json: put the vocab.txt the checkpoint "
                            "was trained with beside it.") from None
         except ValueError as e:
             raise ZooError(str(e)) from None
-        key = os.path.basename(os.path.abspath(name))
-        return _convert(name, os.path.join(home, "models", f"local-{key}"),
-                        {"name": key, "source": os.path.abspath(name), "lower_case": lower})
-    if os.path.isfile(name):
+        key = os.path.basename(os.path.abspath(local))
+        target, fingerprint = os.path.join(home, "models", f"local-{key}"), _fingerprint(name)
+        if _use_cache(target, home, source, fingerprint):
+            return target
+        return _convert(local, target, {"name": key, "source": source, "lower_case": lower,
+                                        "fingerprint": fingerprint}, home)
+    if os.path.isfile(local):
+        key = os.path.basename(local).split(".")[0]
+        target, fingerprint = os.path.join(home, "models", f"local-{key}"), _fingerprint(name)
+        if _use_cache(target, home, source, fingerprint):
+            return target
         with tempfile.TemporaryDirectory() as tmp:
-            folder = _extract(name, tmp)
+            folder = _extract(local, tmp)
             with open(os.path.join(folder, "vocab.txt"), encoding="utf-8") as f:
                 lower = not vocab_is_cased(f.read().splitlines())
-            key = os.path.basename(name).split(".")[0]
-            return _convert(folder, os.path.join(home, "models", f"local-{key}"),
-                            {"name": key, "source": os.path.abspath(name), "lower_case": lower})
+            return _convert(folder, target, {"name": key, "source": source, "lower_case": lower,
+                                             "fingerprint": fingerprint}, home)
     if name not in catalogue:
         raise ZooError(f"Unknown checkpoint {name!r}. `bert-keras zoo list` shows the catalogue; a local archive "
                        "or checkpoint folder path works too.")
     entry = catalogue[name]
     target = os.path.join(home, "models", name)
-    if os.path.exists(os.path.join(target, "model.keras")):
+    if _use_cache(target, home):
         return target
-    archive = os.path.join(home, "downloads", entry.archive)
+    downloads = download_dir()
+    archive = os.path.join(downloads, entry.archive)
     if not os.path.exists(archive):
         download(entry.url, archive, progress=progress)
     verify_archive(archive, entry)
-    with tempfile.TemporaryDirectory(dir=os.path.join(home, "downloads")) as tmp:
+    with tempfile.TemporaryDirectory(dir=downloads) as tmp:
         try:
             folder = _extract(archive, tmp)
         except ZooError:
@@ -238,4 +334,4 @@ def get(name: str, progress: bool = True, catalogue: dict | None = None) -> str:
             raise
         verify_checkpoint(folder, entry)
         return _convert(folder, target, {"name": name, "source": entry.url, "lower_case": entry.lower_case,
-                                         "sha256": sha256_of(archive)})
+                                         "sha256": sha256_of(archive)}, home)
