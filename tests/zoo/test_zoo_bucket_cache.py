@@ -181,3 +181,19 @@ def test_the_loaders_read_the_cached_model_from_the_bucket(checkpoint, bucket_ho
     encoder, _ = load_backbone(f"{home}/models/tiny", max_seq_length=16)
     np.testing.assert_array_equal(encoder(_x())["sequence_output"], reference["sequence_output"])
     assert calls["convert"] == 1
+
+
+def test_a_checkpoint_folder_on_the_bucket_is_converted_from_a_local_copy(checkpoint, bucket_home):
+    import keras
+    home, calls = bucket_home
+    remote = f"{home.rsplit('/', 1)[0]}/checkpoints/uncased_L-2_H-16_A-2"
+    for name in os.listdir(checkpoint["folder"]):
+        storage.upload_file(os.path.join(checkpoint["folder"], name), f"{remote}/{name}")
+    folder = get(remote, progress=False)
+    assert folder == f"{home}/models/local-uncased_L-2_H-16_A-2" and fetch.is_converted(folder)
+    with storage.open(f"{folder}/zoo.json") as f:
+        assert json.load(f)["source"] == remote
+    model = keras.models.load_model(os.path.join(storage.local_copy(folder), "model.keras"))
+    np.testing.assert_array_equal(model(_x())["sequence_output"],
+                                  checkpoint["pretrainer"].encoder(_x())["sequence_output"])
+    assert get(folder, progress=False) == folder and calls["convert"] == 1      # the cached folder itself
