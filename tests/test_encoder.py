@@ -101,6 +101,55 @@ def test_mixed_precision_keeps_layernorm_and_softmax_in_float32(policy):
         keras.mixed_precision.set_global_policy("float32")
 
 
+# What may run in bfloat16 in a mixed_bfloat16 step: the matmuls, their bias adds, and ops that only move or
+# convert values (Sum: BatchMatMulV2's gradient reducing broadcast batch axes, none at these shapes;
+# UnsortedSegmentSum: the gradient of RealTokens' gather, each token once).
+BFLOAT16_OPS = {"MatMul", "BatchMatMulV2", "BiasAdd", "BiasAddGrad", "Sum", "Cast", "Reshape", "Bitcast",
+                "Transpose", "Identity", "IdentityN", "GatherV2", "GatherNd", "ScatterNd", "UnsortedSegmentSum",
+                "StridedSlice", "StridedSliceGrad", "ZerosLike", "Const"}
+
+
+def test_mixed_bfloat16_step_runs_matmuls_in_bfloat16_and_element_wise_math_in_float32():
+    """A training step's forward and backward under mixed_bfloat16: every matmul of the blocks is bfloat16, while
+    GELU, dropout, the attention scale and softmax, the residual adds and the embeddings' sum compute in float32
+    (TensorFlow's CPU element-wise kernels are slower in bfloat16 than in float32; docs/performance.md). Gradients
+    (no dropout) stay within bfloat16's error of float32's."""
+    float32 = BertEncoder(TINY)
+    x = _inputs()
+    spec = {k: tf.TensorSpec([None, None], tf.int32) for k in x}
+
+    def gradients(encoder, training):
+        @tf.function
+        def step(x):
+            with tf.GradientTape() as tape:
+                out = encoder(x, training=training)
+                loss = tf.reduce_sum(out["sequence_output"] ** 2) + tf.reduce_sum(out["pooled_output"])
+            return tape.gradient(loss, encoder.trainable_variables)
+        return step
+
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    try:
+        mixed = BertEncoder(TINY)
+        mixed.set_weights(float32.get_weights())
+        graph = gradients(mixed, True).get_concrete_function(spec).graph
+        in_bfloat16 = {op.type for op in graph.get_operations() if "pooler" not in op.name      # pooler: [B, H]
+                       and any(t.dtype == tf.bfloat16 for t in op.outputs)}
+        assert in_bfloat16 <= BFLOAT16_OPS, in_bfloat16 - BFLOAT16_OPS
+        matmuls = [op for op in graph.get_operations() if op.type in ("MatMul", "BatchMatMulV2")
+                   and "transformer_layer" in op.name]
+        assert matmuls and {op.get_attr("T") for op in matmuls} == {tf.bfloat16}
+        got = gradients(mixed, False)(x)
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    want = gradients(float32, False)(x)
+    for variable, g, w in zip(float32.trainable_variables, got, want):
+        g, w = np.asarray(tf.convert_to_tensor(g)), np.asarray(tf.convert_to_tensor(w))
+        assert g.dtype == np.float32
+        if variable.path.endswith("key/bias"):          # exactly 0 in theory (softmax ignores a shift): noise
+            continue
+        assert np.linalg.norm(g - w) <= 0.03 * np.linalg.norm(w), variable.path
+
+
 def test_jit_compile_matches_eager():
     # Under XLA the blocks compute padding too (static shapes); eager skips it and leaves 0 there. Real tokens
     # and the pooled output agree.
