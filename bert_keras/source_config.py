@@ -85,10 +85,11 @@ def check_max_seq_length(source: str, max_seq_length: int | None, flag: str = "-
 
 
 def _json_positions(path: str) -> int | None:
-    if not os.path.isfile(path):
+    from bert_keras import storage                   # (the zoo's cache may be on a bucket)
+    if not storage.isfile(path):
         return None
     try:
-        with open(path, encoding="utf-8") as f:
+        with storage.open(path) as f:
             config = json.load(f)
     except (OSError, ValueError):
         return None

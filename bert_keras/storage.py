@@ -185,7 +185,7 @@ def publish_tree(local: str, target: str, last: tuple = ()) -> None:
         raise
 
 
-_COPIES: dict[str, str] = {}
+_COPIES: dict[tuple, str] = {}
 _COPY_ROOT: list[str] = []
 
 
@@ -197,20 +197,27 @@ def _copy_root() -> str:
     return _COPY_ROOT[0]
 
 
-def _download_tree(remote: str, local: str) -> None:
-    gfile = _gfile()
-    for root, _dirs, names in gfile.walk(remote):
-        rel = os.path.relpath(root.rstrip("/"), remote.rstrip("/"))
-        os.makedirs(os.path.join(local, rel), exist_ok=True)
-        for name in names:
-            gfile.copy(f"{root.rstrip('/')}/{name}", os.path.join(local, rel, name), overwrite=True)
+def _remote_files(path: str) -> list[tuple[str, str]]:
+    """(remote file, its path relative to the copy's parent folder) of everything `local_copy(path)` copies."""
+    gfile, name = _gfile(), os.path.basename(path)
+    if gfile.glob(path + ".index"):           # a checkpoint prefix (first: some schemes call any prefix a folder)
+        parent = os.path.dirname(path)
+        found = gfile.glob(path + ".*") + gfile.glob(f"{parent}/*.json") + gfile.glob(f"{parent}/*.txt")
+        return [(f, os.path.basename(f)) for f in sorted(set(found))]
+    if gfile.isdir(path):
+        return [(f"{root.rstrip('/')}/{n}", os.path.normpath(os.path.join(name, os.path.relpath(root.rstrip("/"),
+                                                                                              path), n)))
+                for root, _dirs, names in gfile.walk(path) for n in names]
+    if gfile.exists(path):
+        return [(path, name)]
+    raise FileNotFoundError(f"no such file or folder: {path}")
 
 
 def local_copy(path: str | None) -> str | None:
     """`path` itself when it is local (or None, or a name such as a preset); for a remote file, folder or TF
     checkpoint prefix, a local copy of it (for a prefix: its `.index` and `.data-*` files and the folder's
-    `.json` and `.txt` files, where its configuration and vocabulary are), made once per process in a temporary
-    folder removed at exit.
+    `.json` and `.txt` files, where its configuration and vocabulary are), in a temporary folder removed at exit;
+    copied again only when its files changed (names, sizes, modification times).
 
     Args:
         path: a path, remote or local, or None.
@@ -228,20 +235,16 @@ def local_copy(path: str | None) -> str | None:
     if not is_remote(path):
         return path
     path = path.rstrip("/")
-    if path in _COPIES:
-        return _COPIES[path]
     gfile = _gfile()
-    local = os.path.join(tempfile.mkdtemp(dir=_copy_root()), os.path.basename(path))
     with _as_os_errors(path):
-        if gfile.glob(path + ".index"):        # a checkpoint prefix (first: some schemes call any prefix a folder)
-            parent = os.path.dirname(path)
-            for remote in gfile.glob(path + ".*") + gfile.glob(f"{parent}/*.json") + gfile.glob(f"{parent}/*.txt"):
-                gfile.copy(remote, os.path.join(os.path.dirname(local), os.path.basename(remote)), overwrite=True)
-        elif gfile.isdir(path):
-            _download_tree(path, local)
-        elif gfile.exists(path):
-            gfile.copy(path, local, overwrite=True)
-        else:
-            raise FileNotFoundError(f"no such file or folder: {path}")
-    _COPIES[path] = local
-    return local
+        files = _remote_files(path)
+        key = (path, tuple((f, gfile.stat(f).length, gfile.stat(f).mtime_nsec) for f, _ in files))
+        if key in _COPIES:
+            return _COPIES[key]
+        parent = tempfile.mkdtemp(dir=_copy_root())
+        os.makedirs(os.path.join(parent, os.path.basename(path)), exist_ok=True) if not files else None
+        for remote, relative in files:
+            os.makedirs(os.path.dirname(os.path.join(parent, relative)), exist_ok=True)
+            gfile.copy(remote, os.path.join(parent, relative), overwrite=True)
+    _COPIES[key] = os.path.join(parent, os.path.basename(path))
+    return _COPIES[key]

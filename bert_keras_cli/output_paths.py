@@ -3,18 +3,19 @@ names a folder (or lacks the suffix the writer needs), is a one-line CommandErro
 
 from __future__ import annotations
 
-from bert_keras import storage
 from bert_keras_cli.errors import CommandError
 
 
 def output_folder(path: str | None, flag: str) -> None:
     """A folder flag naming an existing file is refused."""
+    from bert_keras import storage                 # (here: importing bert_keras loads TensorFlow)
     if path and storage.exists(path) and not storage.isdir(path):
         raise CommandError(f"{flag} {path} is a file: give a folder")
 
 
 def output_file(path: str | None, flag: str, suffix: str, required: bool = True) -> None:
     """A file flag naming a folder, or (when `required`) without the file type's suffix, is refused."""
+    from bert_keras import storage
     if path and storage.isdir(path):
         raise CommandError(f"{flag} {path} is a folder: name the {suffix} file to write")
     if path and required and not path.endswith(suffix):

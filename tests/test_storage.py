@@ -157,3 +157,14 @@ def test_gfile_errors_come_out_as_os_errors(bucket):
         storage.listdir(f"{bucket}/missing")
     storage.remove(f"{bucket}/missing.txt")               # nothing to delete: no error, as locally
     storage.rmtree(f"{bucket}/missing")
+
+
+def test_a_changed_remote_file_is_copied_again(bucket):
+    with gfile.GFile(f"{bucket}/model.json", "w") as f:
+        f.write("1")
+    first = storage.local_copy(f"{bucket}/model.json")
+    assert storage.local_copy(f"{bucket}/model.json") == first            # unchanged: the same copy
+    gfile.remove(f"{bucket}/model.json")                # (ram:// appends where a bucket replaces)
+    with gfile.GFile(f"{bucket}/model.json", "w") as f:
+        f.write("22")
+    assert open(storage.local_copy(f"{bucket}/model.json")).read() == "22"

@@ -15,6 +15,7 @@ import codecs
 import io
 import os
 
+from bert_keras import storage
 from bert_keras.data.errors import DataFormatError
 
 BOM = codecs.BOM_UTF8
@@ -56,7 +57,7 @@ def not_utf8(path, data: bytes, error: UnicodeDecodeError, offset: int = 0, line
 def _line_at(path, offset: int) -> int | None:
     """The 1-based line holding byte `offset` of `path` (None if the file cannot be read again)."""
     try:
-        with _open_binary(path) as f:
+        with storage.open(os.fspath(path), "rb") as f:
             line, done = 1, 0
             while done < offset:
                 chunk = f.read(min(_CHUNK, offset - done))
@@ -67,11 +68,6 @@ def _line_at(path, offset: int) -> int | None:
             return line
     except OSError:
         return None
-
-
-def _open_binary(path):
-    from bert_keras import storage                   # gs://, hdfs://: through tf.io.gfile
-    return storage.open(os.fspath(path), "rb")
 
 
 def decode_utf8(data: bytes, path, offset: int = 0, line: int | None = 1) -> str:
@@ -117,7 +113,7 @@ def read_text(path) -> str:
     """
     if "://" not in os.fspath(path) and not os.path.exists(path):
         raise FileNotFoundError(f"no such file: {os.fspath(path)}")
-    with _open_binary(path) as f:
+    with storage.open(os.fspath(path), "rb") as f:
         data = f.read()
     skip = len(BOM) if data.startswith(BOM) else 0
     return decode_utf8(data[skip:], path, offset=skip)
@@ -162,7 +158,7 @@ def check_utf8(path) -> None:
         raise FileNotFoundError(f"no such file: {os.fspath(path)}")
     decoder = codecs.getincrementaldecoder("utf-8")()
     consumed, line = 0, 1
-    with _open_binary(path) as f:
+    with storage.open(os.fspath(path), "rb") as f:
         while True:
             chunk = f.read(_CHUNK)
             pending = decoder.getstate()[0]          # the start of a character the last chunk cut (no newline)

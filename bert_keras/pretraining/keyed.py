@@ -33,6 +33,7 @@ import os
 
 import numpy as np
 
+from bert_keras import storage
 from bert_keras.data.text_files import decode_utf8
 from bert_keras.pretraining.instances import (BLOCK_SENTENCES, MaskingConfig, VocabIds, chunk_pairs, mask_instances,
                                              pack_pairs, tokenize_documents)
@@ -60,14 +61,6 @@ class Plan:
 
     def shard_path(self, out: str, shard: int) -> str:
         return f"{out}-{shard:05d}-of-{self.shards:05d}.tfrecord"
-
-
-def open_binary(path: str):
-    """A local file with open(), anything with a scheme (gs://, s3://, hdfs://) through tf.io.gfile."""
-    if "://" in path:
-        import tensorflow as tf
-        return tf.io.gfile.GFile(path, "rb")
-    return open(path, "rb")
 
 
 def _size(path: str) -> int:
@@ -128,7 +121,7 @@ def range_documents(path: str, start: int, end: int, max_bytes: int):
     """The documents of `path` whose blank line before them starts in [start, end) (the file's first document
     belongs to the range starting at 0) -> lists of sentences (stripped, non-empty). Ranges that tile a file
     read every document exactly once. A document longer than `max_bytes` is an error."""
-    with open_binary(path) as f:
+    with storage.open(path, "rb") as f:          # local, or gs://... through tf.io.gfile
         if start > 0:
             f.seek(start - 1)
             f.readline()                      # to the first line starting at or after `start`
