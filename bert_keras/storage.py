@@ -137,6 +137,7 @@ def open(path: str, mode: str = "r", encoding: str | None = "utf-8"):  # noqa: A
 def upload_file(local: str, target: str) -> None:
     """Copies local file `local` to remote `target` through a temporary name beside it, renamed into place, so
     `target` is never seen half-written; on an error the temporary object is removed and `target` is as it was.
+    Temporary objects of `target` left by a killed process are removed after the rename.
 
     Raises:
         OSError: the copy or the rename failed (a full bucket, no permission).
@@ -154,6 +155,9 @@ def upload_file(local: str, target: str) -> None:
             if gfile.exists(partial):
                 gfile.remove(partial)
         raise
+    with contextlib.suppress(Exception):                  # a killed upload's leftovers (never read: delete them)
+        for stale in gfile.glob(f"{parent}/.{name}.partial-*"):
+            gfile.remove(stale)
 
 
 def publish_tree(local: str, target: str, last: tuple = ()) -> None:

@@ -168,3 +168,10 @@ def test_a_changed_remote_file_is_copied_again(bucket):
     with gfile.GFile(f"{bucket}/model.json", "w") as f:
         f.write("22")
     assert open(storage.local_copy(f"{bucket}/model.json")).read() == "22"
+
+
+def test_a_killed_uploads_leftover_is_removed_by_the_next_upload(bucket):
+    with gfile.GFile(f"{bucket}/run/.metrics.json.partial-0123456789ab", "w") as f:
+        f.write("{")                                     # what a process killed mid-upload leaves
+    write_json(f"{bucket}/run/metrics.json", {"step": 3})
+    assert _files(bucket) == ["run/metrics.json"]
