@@ -100,3 +100,42 @@ def test_fine_tuning_defaults_to_the_linear_schedule_and_pretraining_to_googles(
     pretrain = parse_command_line(["pretrain", "--model", "bert_tiny", "--text", "a.txt", "--out", "run"])
     assert finetune.schedule == FinetuneConfig(task="sst-2", model="bert_tiny", out="run").schedule == "linear"
     assert pretrain.schedule == PretrainConfig(model="bert_tiny", out="run").schedule == "google"
+
+
+def test_a_sparse_gradient_is_clipped_as_its_dense_table_and_scattered_once():
+    """An embedding table's gradient arrives as tf.IndexedSlices (its rows, a repeated id's rows summed). Clipping
+    to the global norm reads it twice (the norm, the scaling); it is made dense once, one UnsortedSegmentSum in
+    the step's graph, and two AdamW steps (the first clipped, the second not) follow numpy's on the dense table."""
+    import tensorflow as tf
+    rng = np.random.default_rng(0)
+    t0, k0 = rng.normal(size=(6, 3)), rng.normal(size=(3, 2))
+    table, kernel = keras.Variable(t0.astype("float32"), name="embeddings"), keras.Variable(k0.astype("float32"))
+    lr_peak, total, wd, eps, b1, b2 = 1e-2, 100, 0.01, 1e-6, 0.9, 0.999
+    optimizer = create_optimizer(lr_peak, total_steps=total, warmup_steps=0, weight_decay=wd, clipnorm=1.0)
+    optimizer.build([table, kernel])
+    ids = tf.constant([4, 1, 4])
+
+    @tf.function
+    def step(rows, kernel_gradient):
+        optimizer.apply_gradients([(tf.IndexedSlices(rows, ids, tf.constant([6, 3])), table),
+                                   (kernel_gradient, kernel)])
+    steps = [(rng.normal(size=(3, 3)) * 3, rng.normal(size=(3, 2))), (rng.normal(size=(3, 3)) * 0.01,
+                                                                      rng.normal(size=(3, 2)) * 0.01)]
+    graph = step.get_concrete_function(tf.TensorSpec([3, 3]), tf.TensorSpec([3, 2])).graph
+    assert [op.type for op in graph.get_operations()].count("UnsortedSegmentSum") == 1
+    w, m, v = [t0, k0], [0, 0], [0, 0]
+    for t, (rows, kernel_gradient) in enumerate(steps, start=1):
+        step(tf.constant(rows, tf.float32), tf.constant(kernel_gradient, tf.float32))
+        dense = np.zeros((6, 3))
+        np.add.at(dense, [4, 1, 4], rows)
+        grads = [dense, kernel_gradient]
+        norm = np.sqrt(sum((g ** 2).sum() for g in grads))
+        assert (norm > 1) == (t == 1)
+        lr = lr_peak * (1 - (t - 1) / total)
+        for i, g in enumerate(grads):
+            g = g * min(1.0, 1.0 / norm)
+            w[i] = w[i] - lr * wd * w[i]
+            m[i], v[i] = b1 * m[i] + (1 - b1) * g, b2 * v[i] + (1 - b2) * g * g
+            w[i] = w[i] - lr * (m[i] / (1 - b1 ** t)) / (np.sqrt(v[i] / (1 - b2 ** t)) + eps)
+    np.testing.assert_allclose(np.asarray(table), w[0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(kernel), w[1], rtol=1e-5, atol=1e-6)
