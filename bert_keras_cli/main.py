@@ -252,9 +252,10 @@ def cmd_finetune(args) -> None:
 
 
 def _start_worker_server() -> None:
-    """Starts the server the local back end forks its workers from (bert_keras.pretraining.local._context, the
-    same preload) before this process imports TensorFlow, so the two imports run side by side, not one after
-    the other. The server exits with this process if no pool uses it."""
+    """Starts the server the local back end forks its workers from when a path is on gs:// (with local paths
+    the workers fork from this process: bert_keras.pretraining.local._context, the same preload) before this
+    process imports TensorFlow, so the two imports run side by side, not one after the other. The server exits
+    with this process if no pool uses it."""
     import multiprocessing
     if "forkserver" in multiprocessing.get_all_start_methods():
         from multiprocessing import forkserver
@@ -263,7 +264,7 @@ def _start_worker_server() -> None:
 
 
 def cmd_pretraining_data(args) -> None:
-    if not args.runner and args.workers != 1:
+    if not args.runner and args.workers != 1 and any("://" in p for p in (args.out, *args.inputs)):
         _start_worker_server()
     from concurrent.futures.process import BrokenProcessPool
 

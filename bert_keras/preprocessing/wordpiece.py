@@ -69,14 +69,23 @@ class WordpieceTokenizer:
         # up to 4 bytes; the reference's 100-character limit is the routes' own (PLAIN_TEXT keeps long words off
         # the plain route, mark_long_words makes them [UNK] on the general one).
         # TF.Text's own builder; its tokenizer class would turn the ~1.7 MB model into a Python list of ints on the
-        # way to a tensor, so the bytes become the uint8 tensor directly.
-        model = build_fast_wordpiece_model(vocab, 4 * MAX_WORD_CHARS, "##", UNK, False, False)
-        self._model = tf.constant(np.frombuffer(model, np.uint8))
+        # way to a tensor, so the bytes become the uint8 tensor directly, at the first call (`_model`): building
+        # a tokenizer runs no TensorFlow op, so a process that has only built one may still fork workers.
+        self._model_bytes = build_fast_wordpiece_model(vocab, 4 * MAX_WORD_CHARS, "##", UNK, False, False)
+        self._model_tensor = None
         entries = "".join(vocab)
         held = [p for p in LONG_WORD_PLACEHOLDERS if p in entries]
         if held:
             raise ValueError(f"vocabulary entries hold {held!r}, which normalisation drops and the tokenizer uses "
                              "to mark words of more than 100 characters")
+
+    @property
+    def _model(self):
+        """The model as a uint8 tensor, made eagerly (init_scope) the first time a call needs it."""
+        if self._model_tensor is None:
+            with tf.init_scope():
+                self._model_tensor = tf.constant(np.frombuffer(self._model_bytes, np.uint8))
+        return self._model_tensor
 
     def tokenize(self, text):
         """[B] strings -> RaggedTensor [B, (tokens)] int32 ids."""

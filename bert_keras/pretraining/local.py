@@ -151,14 +151,29 @@ def _shard(plan: Plan, out: str, shard: int, chunks: dict, pack: bool = False) -
     return n
 
 
-def _context():
-    """Workers forked from a server that has imported TensorFlow (and run none of its ops, so forking is safe):
-    the import is paid once, not once a worker. Spawned where there is no forkserver (Windows)."""
-    if "forkserver" not in multiprocessing.get_all_start_methods():
+def _context(paths=()):
+    """How the workers start. TensorFlow's import (4-5 s of CPU, the whole of a pool's start) is paid once a
+    command: workers are forked from this process while TensorFlow has run no op in it (imported, its runtime
+    not started: the `bert-keras` command, whose preprocessor makes its tensor at the first call), with every
+    path local; else forked from a server that has imported TensorFlow and runs none of its ops (a process that
+    has run ops, whose runtime's threads a fork would not copy; or gs:// paths, whose clients are started here).
+    Linux only for fork (macOS' system libraries are not fork-safe); spawned where there is no forkserver
+    (Windows)."""
+    methods = multiprocessing.get_all_start_methods()
+    if sys.platform.startswith("linux") and not any("://" in p for p in paths) and not _tensorflow_started():
+        return multiprocessing.get_context("fork")
+    if "forkserver" not in methods:
         return multiprocessing.get_context("spawn")
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(["bert_keras.pretraining.local"])
     return context
+
+
+def _tensorflow_started() -> bool:
+    """Whether TensorFlow's runtime (its thread pools) has started in this process: after its first op."""
+    from tensorflow.python.eager import context
+    ctx = context.context_safe()
+    return ctx is not None and getattr(ctx, "_initialized", True)
 
 
 def spill_folder(out: str) -> str:
@@ -262,12 +277,15 @@ def run_local(plan: Plan, out: str, preprocessor, workers: int | None = None, pr
                 pool = None
                 run = lambda fn, *args: map(fn, *args)                                      # noqa: E731
             else:
+                context = _context((out, *plan.files))
+                forked = context.get_start_method() == "fork"       # then the workers have this preprocessor
                 pool = stack.enter_context(concurrent.futures.ProcessPoolExecutor(
-                    workers, mp_context=_context(), initializer=_init,
-                    initargs=(list(preprocessor.vocab), preprocessor.lower_case, folder, threads, None, os.getpid())))
+                    workers, mp_context=context, initializer=_init,
+                    initargs=(list(preprocessor.vocab), preprocessor.lower_case, folder, threads,
+                              preprocessor if forked else None, os.getpid())))
                 run = lambda fn, *args: pool.map(fn, *args)                                 # noqa: E731
                 started = time.perf_counter()
-                list(pool.map(_ready, range(2 * workers)))      # every worker has started TensorFlow
+                list(pool.map(_ready, range(2 * workers)))      # every worker is up
                 pool_start = time.perf_counter() - started
             phases, t = {}, time.perf_counter()
             todo = [r for r in range(n) if r not in done_before["ranges"]]
