@@ -436,7 +436,7 @@ def main(argv=None):
               "cpu_flags": sorted(f for f in cpu_flags() if f.startswith(("avx", "amx", "fma", "sse4"))),
               "cores": os.cpu_count(), "load_average_at_start": os.getloadavg(),
               "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
-                                       text=True).stdout.strip(),
+                                       text=True).stdout.strip() or "unknown: not run from a git checkout",
               "started_utc": time.strftime("%H:%M", time.gmtime()), "data": {}, "runs": {}}
     with tempfile.TemporaryDirectory() as tmp:
         made = {}
