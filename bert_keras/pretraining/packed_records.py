@@ -210,9 +210,11 @@ def unpack_rows(packed: dict, max_predictions_per_seq: int) -> dict:
     if (mine.sum(1) > max_predictions_per_seq).any():
         raise ValueError(f"a packed sequence has {mine.sum(1).max()} predictions, more than "
                          f"max_predictions_per_seq {max_predictions_per_seq}")
+    missing = max_predictions_per_seq - order.shape[1]       # rows with fewer slots than an instance has (78 < 80)
     for name, shift in (("masked_lm_positions", start[:, None]), ("masked_lm_ids", 0), ("masked_lm_weights", 0)):
         values = np.take_along_axis(np.asarray(packed[name])[row], order, 1) - shift
-        instances[name] = np.where(kept, values, 0).astype(np.asarray(packed[name]).dtype)
+        values = np.where(kept, values, 0).astype(np.asarray(packed[name]).dtype)
+        instances[name] = np.pad(values, ((0, 0), (0, missing))) if missing > 0 else values
     labels = np.asarray(packed["next_sentence_labels"])
     instances["next_sentence_labels"] = labels[row, j][:, None]
     return {name: instances[name] for name in INSTANCE_FEATURES}

@@ -94,6 +94,19 @@ def test_tf_data_reads_the_rows_back_into_the_same_instances(instances, packed, 
     assert sorted(original.tolist()) == list(range(len(instances["input_ids"])))
 
 
+def test_unpacked_instances_have_max_predictions_per_seq_slots_even_where_rows_have_fewer(instances, packed):
+    """Rows carry packed_prediction_slots (78 at 512 with 80 predictions): an instance unpacked from them still has
+    max_predictions_per_seq slots, its predictions first and zeros after, as google-research's records."""
+    rows, features = packed
+    wider = SLOTS + 5
+    unpacked = unpack_rows(features, wider)
+    original = rows[rows >= 0]
+    for name in ("masked_lm_positions", "masked_lm_ids", "masked_lm_weights"):
+        assert unpacked[name].shape == (len(original), wider)
+        np.testing.assert_array_equal(unpacked[name][:, :PRED], instances[name][original], err_msg=name)
+        assert not unpacked[name][:, PRED:].any()
+
+
 def example_proto(features: dict, row: int) -> bytes:
     feature = {k: tf.train.Feature(float_list=tf.train.FloatList(value=v[row])) if v.dtype == np.float32
                else tf.train.Feature(int64_list=tf.train.Int64List(value=v[row])) for k, v in features.items()}
