@@ -560,8 +560,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--warmup-proportion", type=fraction, default=0.1, help="linear warmup share (default 0.1)")
     p.add_argument("--seq-length", type=positive_int, help="fixed sequence length (TPUs); default: pad per batch")
     p.add_argument("--pack", type=positive_int, nargs="?", const=8, default=0, metavar="K",
-                   help="sentence classification/regression with --seq-length: train on rows of up to K examples "
-                        "(default 8), not one a row (static shapes without the padding; --batch-size stays examples)")
+                   help="sentence classification/regression and token tagging with --seq-length: train on rows of "
+                        "up to K examples (default 8), not one a row (static shapes without the padding; "
+                        "--batch-size stays examples)")
     p.add_argument("--max-train-examples", type=positive_int, help="use only the first N training examples")
     p.add_argument("--max-eval-examples", type=positive_int, help="use only the first N evaluation examples")
     p.add_argument("--doc-stride", type=positive_int, help="SQuAD: window stride in tokens (default 128)")

@@ -1,4 +1,4 @@
-"""Small synthetic training files in the real formats (an SST-2 TSV, a SQuAD v1.1 JSON), for tests that run the
+"""Small synthetic training files in the real formats (an SST-2 TSV, a SQuAD v1.1 JSON, a CoNLL-2003 file), for tests that run the
 fine-tuning pipeline end to end without ../shared. Deterministic: the same arguments give the same bytes."""
 
 import json
@@ -28,4 +28,21 @@ def squad_file(path, questions=14):
         paragraphs.append({"context": context, "qas": [{"id": f"q{i}", "question": f"what is {WORDS[i]} ?",
                                                         "answers": [{"text": f"number{i}", "answer_start": start}]}]})
     path.write_text(json.dumps({"version": "1.1", "data": [{"title": "t", "paragraphs": paragraphs}]}))
+    return path
+
+
+TAGGING_WORDS = ["Ada", "Lovelace", "wrote", "notes", "in", "London", "for", "the", "Analytical", "Engine", "Babbage",
+                 "Paris", "met", "a", "mathematician", "unbelievably", "Zürich", "on", "Monday", "."]
+
+
+def conll_file(path, n: int = 40, seed: int = 0):
+    """`n` CoNLL-2003 sentences (word POS chunk tag) of 2-14 TAGGING_WORDS with random IOB2 tags -> path."""
+    from bert_keras.data import CONLL2003_LABELS
+    rng = np.random.default_rng(seed)
+    lines = ["-DOCSTART- -X- -X- O", ""]
+    for _ in range(n):
+        for _ in range(rng.integers(2, 15)):
+            lines.append(f"{rng.choice(TAGGING_WORDS)} NN O {rng.choice(CONLL2003_LABELS)}")
+        lines.append("")
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path

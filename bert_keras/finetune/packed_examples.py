@@ -5,7 +5,9 @@ Data flow, on the host: raw examples -> the model's own BertPreprocessor (tf.dat
 each example's real tokens -> rows of up to K examples (pack_examples) -> rows with `position_ids` (restarting at
 each example's [CLS]), `packed_sequence_ids` (1..k, 0 at padding), `cls_positions` [K], targets [K] and weights
 [K] (1 for an example, 0 for an empty slot) -> the classifier's packed call (logits [B, K, C], one head on each
-example's pooled [CLS]) and its loss averaged over the examples (tasks/classifier.py: packed_loss). Evaluation,
+example's pooled [CLS]) and its loss averaged over the examples (tasks/classifier.py: packed_loss). A tagger's
+targets are its piece labels laid out as the tokens are ([B, S], IGNORE off labelled pieces and at padding): its
+packed call labels every token, and Keras' compiled loss, a mean over labelled pieces, is unchanged. Evaluation,
 predict and the saved model.keras stay one example per row: packing is a training-input detail.
 
 Which packer, and K. Fine-tuning sentences are short: SST-2's training phrases hold 13.3 WordPiece tokens on
@@ -103,11 +105,15 @@ def packed_rows(ids: dict, lengths: np.ndarray, rows: np.ndarray) -> dict:
     return out
 
 
-def example_ids(model, x, batch_size: int = 256) -> tuple[dict, np.ndarray]:
+def example_ids(model, x, batch_size: int = 256, y=None) -> tuple:
     """Raw inputs -> ({"input_word_ids", "input_type_ids": [N, S] int32}, lengths [N]): each example alone, by
-    the model's own preprocessor at its fixed seq_length (what unpacked training feeds)."""
-    words, types, lengths = [], [], []
-    for batch in model.text_dataset(x, None, batch_size=batch_size, training=False):
+    the model's own preprocessor at its fixed seq_length (what unpacked training feeds). With `y` (a tagger's
+    word labels), a third item: the piece labels [N, S] the unpacked training targets are (IGNORE where none)."""
+    words, types, lengths, labels = [], [], [], []
+    for batch in model.text_dataset(x, y, batch_size=batch_size, training=False):
+        if y is not None:
+            batch, targets = batch
+            labels.append(targets.numpy())
         masks = batch["input_mask"].numpy()
         if not masks[:, :1].all() or (np.diff(masks, axis=1) > 0).any():
             raise ValueError("packing needs each example's tokens first, then padding")
@@ -116,6 +122,8 @@ def example_ids(model, x, batch_size: int = 256) -> tuple[dict, np.ndarray]:
         lengths.append(masks.sum(1))
     ids = {"input_word_ids": np.concatenate(words).astype(np.int32),
            "input_type_ids": np.concatenate(types).astype(np.int32)}
+    if y is not None:
+        return ids, np.concatenate(lengths).astype(np.int64), np.concatenate(labels).astype(np.int32)
     return ids, np.concatenate(lengths).astype(np.int64)
 
 
@@ -123,7 +131,7 @@ class PackedTraining:
     """The packed training input of a run: built once from the training examples (module docstring).
 
     Args:
-        task: a finetune Task whose model is a BertClassifier (classification or regression).
+        task: a finetune Task whose model is a BertClassifier (classification or regression) or a BertTagger.
         examples: the training examples (the task's reader's).
         model: the task model (its preprocessor has a fixed seq_length).
         batch_size: int. Examples per step (on average).
@@ -138,19 +146,30 @@ class PackedTraining:
 
     def __init__(self, task, examples: list, model, batch_size: int, seed: int,
                  max_per_row: int = DEFAULT_EXAMPLES_PER_ROW, multiple: int = 1):
+        from bert_keras.tasks.tagger import IGNORE, BertTagger
         x, y = task.inputs(examples)
         order = np.random.default_rng(seed).permutation(len(examples))
-        ids, lengths = example_ids(model, x)
+        self.per_token = isinstance(model, BertTagger)          # targets [R, S] laid out as the tokens
+        if self.per_token:
+            ids, lengths, targets = example_ids(model, x, y=y)
+        else:
+            (ids, lengths), targets = example_ids(model, x), np.asarray(y)
         ids = {k: v[order] for k, v in ids.items()}
-        lengths, targets = lengths[order], np.asarray(y)[order]
+        lengths, targets = lengths[order], targets[order]
         seq = ids["input_word_ids"].shape[1]
         windows = [(i, pack_examples(lengths[i:i + WINDOW], seq, max_per_row))
                    for i in range(0, len(lengths), WINDOW)]
         rows = np.concatenate([np.where(r >= 0, r + i, -1) for i, r in windows])
         self.features = packed_rows(ids, lengths, rows)
         present = rows >= 0
-        self.targets = np.where(present, targets[np.where(present, rows, 0)], 0).astype(targets.dtype)
-        self.weights = present.astype(np.float32)
+        if self.per_token:
+            laid = lay_out_rows({"targets": targets}, lengths, rows, what="examples", limit="the sequence length")
+            self.targets = np.where(laid["real"], laid["targets"], IGNORE).astype(np.int32)      # [R, S]
+            self.weights = None
+            del self.features["cls_positions"]
+        else:
+            self.targets = np.where(present, targets[np.where(present, rows, 0)], 0).astype(targets.dtype)
+            self.weights = present.astype(np.float32)
         self.examples, self.rows = len(examples), len(rows)
         self.examples_per_row = self.examples / self.rows
         self.rows_per_step = max(multiple, int(round(batch_size / self.examples_per_row / multiple)) * multiple)
@@ -164,10 +183,12 @@ class PackedTraining:
 
     def dataset(self, skip_batches: int = 0, shard: int = 0, shards: int = 1,
                 rows: int | None = None) -> tf.data.Dataset:
-        """Batches of (packed x, targets [B, K], weights [B, K]), `rows` (default rows_per_step) rows each, every
-        shape static, repeated; the rows reshuffled every epoch (seeded); rows shard, shard + shards, ... (one
-        input pipeline of several); the first `skip_batches` skipped (a resumed run)."""
-        ds = tf.data.Dataset.from_tensor_slices((self.features, self.targets, self.weights)).shard(shards, shard)
+        """Batches of (packed x, targets [B, K], weights [B, K]) (a tagger: (packed x, piece labels [B, S])), `rows`
+        (default rows_per_step) rows each, every shape static, repeated; the rows reshuffled every epoch (seeded);
+        rows shard, shard + shards, ... (one input pipeline of several); the first `skip_batches` skipped (a
+        resumed run)."""
+        parts = (self.features, self.targets) if self.weights is None else (self.features, self.targets, self.weights)
+        ds = tf.data.Dataset.from_tensor_slices(parts).shard(shards, shard)
         ds = ds.shuffle(self.rows, seed=self.seed, reshuffle_each_iteration=True)
         ds = ds.batch(rows or self.rows_per_step, drop_remainder=True).repeat()
         return (ds.skip(skip_batches) if skip_batches else ds).prefetch(tf.data.AUTOTUNE)
@@ -188,17 +209,17 @@ class PackedTraining:
 
 def packed_training(task, examples: list, model, config, strategy) -> PackedTraining:
     """`finetune --pack`: the packed input of a run (FinetuneConfig `pack` = K), after checking it applies: a
-    sentence classifier or regressor (not multi-label) with a fixed sequence length. Prints one line saying what
-    a step holds.
+    sentence classifier or regressor (not multi-label) or a token tagger, with a fixed sequence length. Prints one
+    line saying what a step holds.
 
     Example:
         >>> packed = packed_training(task, train, model, config, strategy)                # doctest: +SKIP
     """
     from bert_keras.backends import distributed_devices, on_tensorflow
-    from bert_keras.tasks import BertClassifier
-    if not isinstance(model, BertClassifier) or model.multi_label:
-        raise ValueError(f"--pack trains sentence classification and regression (GLUE tasks, STS-B), not "
-                         f"{task.name}: leave --pack out")
+    from bert_keras.tasks import BertClassifier, BertTagger
+    if not (isinstance(model, BertClassifier) and not model.multi_label) and not isinstance(model, BertTagger):
+        raise ValueError(f"--pack trains sentence classification and regression (GLUE tasks, STS-B) and token "
+                         f"tagging (CoNLL-2003), not {task.name}: leave --pack out")
     if model.preprocessor.seq_length is None:
         raise ValueError("--pack needs --seq-length: packed rows have one fixed length")
     multiple = distributed_devices() if not on_tensorflow() else strategy.num_replicas_in_sync

@@ -63,8 +63,9 @@ class FinetuneConfig(TrainingConfig):
             fine-tuning: over 3 seeds on the dev slices of SST-2, OpenBookQA, CoNLL-2003 and SQuAD its mean was
             at or above google-research's ("google") on every task (docs/accuracy.md).
         seq_length: a fixed sequence length (TPUs); None pads each batch to its longest (a multiple of 8).
-        pack: sentence classification and regression with a fixed seq_length: train on rows of up to `pack`
-            examples each (finetune/packed_examples.py; `batch_size` stays examples per step); 0: one a row.
+        pack: sentence classification, regression and token tagging with a fixed seq_length: train on rows of up
+            to `pack` examples each (finetune/packed_examples.py; `batch_size` stays examples per step); 0: one a
+            row.
         max_train_examples, max_eval_examples: use only the first N examples.
         task_args: task options (SQuAD: doc_stride, max_query_length, max_answer_length,
             null_score_diff_threshold).

@@ -17,7 +17,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_keras.data.conll import CONLL2003_LABELS
-from bert_keras.encoder import INPUT_NAMES
+from bert_keras.encoder import INPUT_NAMES, PACKED_INPUT_NAMES, is_packed
 from bert_keras.preprocessing.offsets import row_char_offsets
 from bert_keras.preprocessing.ragged_rows import position_in_row, row_ids, splits_from_lengths, upper_bound
 from bert_keras.preprocessing.windows import squad_windows
@@ -130,6 +130,22 @@ class BertTagger(TaskModel):
                          label_names=label_names, doc_stride=doc_stride)
 
     target_padding = IGNORE                     # piece labels [B, S] padded on JAX are ignored, as padding is
+
+    def call(self, inputs, training=None, mask=None):
+        """Unpacked: the functional graph as built. Packed rows (encoder.is_packed: `finetune --pack`, several
+        sentences a row, attention within each): the encoder on the packed row, then the same dropout and head on
+        every token -> logits [B, S, K], each sentence's as if alone; the compiled loss (the mean over labelled
+        pieces, IGNORE elsewhere) is then the unpacked loss of the same sentences."""
+        if not is_packed(inputs):
+            return super().call(inputs, training=training, mask=mask)
+        out = self.encoder({k: inputs[k] for k in INPUT_NAMES + PACKED_INPUT_NAMES}, training=training)
+        return self.get_layer("logits")(self.get_layer("head_dropout")(out["sequence_output"], training=training))
+
+    def compute_output_spec(self, inputs, training=None, mask=None):
+        if not is_packed(inputs):
+            return super().compute_output_spec(inputs, training=training, mask=mask)
+        b, s = inputs["input_word_ids"].shape
+        return keras.KerasTensor((b, s, self._task_args["num_labels"]), "float32")
 
     @property
     def label_names(self) -> list[str]:
