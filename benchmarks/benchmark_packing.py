@@ -409,6 +409,8 @@ def main(argv=None):
                         help="presets whose JAX train step is compiled (not run) on (b)'s packed and unpacked "
                              "batches for XLA's FLOPs per real token; the first also checks the count against "
                              "XLA's forward (default bert_base bert_large; none: the option with no name)")
+    parser.add_argument("--packed-rows", type=int, help="packed rows a step (default 16 at 128, 8 at 512; unpacked "
+                        "steps hold the same sequences)")
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "packing.json"))
     parser.add_argument("--side", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--tmp", help=argparse.SUPPRESS)
@@ -451,17 +453,13 @@ def main(argv=None):
         for name, (unpacked, packed, info) in made.items():
             seq = unpacked["input_ids"].shape[1]
             info.update(describe(unpacked, packed), max_seq_length=seq)
-            rows = PACKED_ROWS[seq]
+            rows = args.packed_rows or PACKED_ROWS[seq]
             count = args.warmup + args.steps
             # The timed rows: count x rows packed rows drawn at random (seeded; the packer orders rows by their
             # first sequence, so the first rows are mostly triples); unpacked: the same sequences, in order.
             chosen = np.random.default_rng(0).permutation(len(packed["input_ids"]))[:count * rows]
             packed = {k: v[chosen] for k, v in packed.items()}
-            unpacked = unpack_rows(packed, PREDICTIONS[seq])
-            # unpack_rows keeps min(row slots, predictions) slots (78 at 512); unpacked records have 80.
-            short = PREDICTIONS[seq] - unpacked["masked_lm_positions"].shape[1]
-            unpacked.update({k: np.pad(v, ((0, 0), (0, short))) for k, v in unpacked.items()
-                             if k.startswith("masked_lm_") and short > 0})
+            unpacked = unpack_rows(packed, PREDICTIONS[seq])          # (80 slots at 512, as unpacked records)
             info["sequences_per_step"] = round(len(unpacked["input_ids"]) / count, 2)
             info["mlm_slots_packed"] = packed["masked_lm_weights"].shape[1]
             unpacked_rows = max(8, int(round(info["sequences_per_step"] / 8)) * 8)
