@@ -38,10 +38,10 @@ def in_float32(fn):
     """fn applied in float32 to a float16/bfloat16 x, its result cast back to x's dtype; other dtypes as they are.
 
     Why: under a mixed precision policy only matmuls gain from half precision. TensorFlow's CPU kernels for
-    element-wise ops (GELU's erfc, exp and products, forward and backward) are not built for AVX-512 and turn each
-    bfloat16 into a float32 one element at a time: MiniLM's GELU, forward and backward on [2048, 1536], took 51 ms
-    in bfloat16 against 28 ms in float32 with the casts (2 AMD EPYC cores with AMX, 2026-11-29). A float32 x is
-    untouched (no casts): float32 results are fn's own.
+    element-wise ops (GELU's erfc, exp and products, forward and backward) are built for AVX, not AVX-512, and
+    are slower on bfloat16 than on float32 (they convert through float32): MiniLM's GELU, forward and backward on
+    [2048, 1536], took 51 ms in bfloat16 against 28 ms in float32 with the casts (2 AMD EPYC cores with AMX,
+    2026-11-29). A float32 x is untouched (no casts): float32 results are fn's own.
 
     Args:
         fn: an element-wise function of one tensor.
