@@ -35,34 +35,13 @@ import tempfile
 import time
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "benchmarks"))
+from process_tree import descendants, pool_workers  # noqa: E402
 SHARED = pathlib.Path(os.environ.get("BERT_KERAS_SHARED_DATA", REPO.parent / "shared" / "data"))
 PROSE = ["wikitext-2/valid.txt", "wikitext-2/test.txt", "tinyshakespeare/input.txt", "gutenberg/1342-0.txt",
          "gutenberg/11-0.txt"]
 SHARDS = 32
 FLAGS = ["--shards", str(SHARDS), "--bucket-mb", "0.5", "--quiet"]
-
-
-def children(pid: int) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
-                        found.append(int(entry))
-            except (OSError, IndexError, ValueError):
-                pass
-    return found
-
-
-def descendants(pid: int) -> list[int]:
-    out = children(pid)
-    return out + [d for c in out for d in descendants(c)]
-
-
-def pool_workers(pid: int) -> list[int]:
-    from_server = [c for k in children(pid) for c in children(k)]
-    return from_server or children(pid)
 
 
 def alive(pid: int) -> bool:

@@ -21,6 +21,9 @@ from bert_keras.pretraining.keyed import make_plan
 from bert_keras_cli.main import main
 from conftest import FIXTURES, REPO
 
+sys.path.insert(0, str(REPO / "benchmarks"))
+from process_tree import children, descendants, pool_workers  # noqa: E402
+
 SHARDS = 64                 # many small shards: the last step lasts long enough to be stopped in
 FLAGS = ["--shards", str(SHARDS), "--max-seq-length", "64", "--max-predictions-per-seq", "10", "--dupe-factor", "2",
          "--seed", "5", "--bucket-mb", "0.05", "--quiet"]
@@ -40,31 +43,6 @@ def synthetic_corpus(path, size: int) -> str:
 
 def digests(folder, name="o"):
     return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.glob(f"{name}-*-of-*"))}
-
-
-def children(pid: int) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
-                        found.append(int(entry))
-            except (OSError, IndexError, ValueError):
-                pass
-    return found
-
-
-def descendants(pid: int) -> list[int]:
-    out = children(pid)
-    return out + [d for c in out for d in descendants(c)]
-
-
-def pool_workers(pid: int) -> list[int]:
-    """The pool's workers: forked from the command itself (local paths), or the children of its forkserver
-    (then the command's other child, the resource tracker, has none)."""
-    from_server = [c for k in children(pid) for c in children(k)]
-    return from_server or children(pid)
 
 
 def wait_gone(pids, timeout=60):
