@@ -242,7 +242,8 @@ def local_copy(path: str | None) -> str | None:
     gfile = _gfile()
     with _as_os_errors(path):
         files = _remote_files(path)
-        key = (path, tuple((f, gfile.stat(f).length, gfile.stat(f).mtime_nsec) for f, _ in files))
+        stats = [(f, gfile.stat(f)) for f, _ in files]                  # one metadata request a file
+        key = (path, tuple((f, stat.length, stat.mtime_nsec) for f, stat in stats))
         if key in _COPIES:
             return _COPIES[key]
         parent = tempfile.mkdtemp(dir=_copy_root())
