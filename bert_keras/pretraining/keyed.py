@@ -65,7 +65,7 @@ class Plan:
 
 def _size(path: str) -> int:
     """Bytes of an input file; a missing, unreadable or non-file path is an error naming it."""
-    if "://" in path:
+    if storage.is_remote(path):
         import tensorflow as tf
         if not tf.io.gfile.exists(path):
             raise FileNotFoundError(f"no such file: {path}")
@@ -87,7 +87,7 @@ def _expand(inputs: list[str]) -> list[str]:
     local ones); a pattern matching nothing is an error."""
     files = []
     for path in inputs:
-        if "://" in path and any(c in path for c in "*?["):
+        if storage.is_remote(path) and any(c in path for c in "*?["):
             import tensorflow as tf
             found = sorted(tf.io.gfile.glob(path))
             if not found:
@@ -275,7 +275,7 @@ def write_shard(path: str, frames) -> int:
     """Frames -> `path`, written under a temporary name beside it and renamed (local paths or any tf.io.gfile
     scheme); returns the number of records."""
     n = 0
-    if "://" in path:
+    if storage.is_remote(path):
         import tensorflow as tf
         tmp = f"{path}.partial-{os.getpid()}"
         try:

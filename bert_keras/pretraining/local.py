@@ -36,6 +36,7 @@ import threading
 import time
 from concurrent.futures.process import BrokenProcessPool
 
+from bert_keras import storage
 from bert_keras.atomic import atomic_file, write_json
 from bert_keras.pretraining.keyed import Plan, bucket_instances, chunk_records, merge_records, scatter_range, \
     write_shard
@@ -160,7 +161,7 @@ def _context(paths=()):
     Linux only for fork (macOS' system libraries are not fork-safe); spawned where there is no forkserver
     (Windows)."""
     methods = multiprocessing.get_all_start_methods()
-    if sys.platform.startswith("linux") and not any("://" in p for p in paths) and not _tensorflow_started():
+    if sys.platform.startswith("linux") and not any(storage.is_remote(p) for p in paths) and not _tensorflow_started():
         return multiprocessing.get_context("fork")
     if "forkserver" not in methods:
         return multiprocessing.get_context("spawn")
@@ -179,14 +180,14 @@ def _tensorflow_started() -> bool:
 def spill_folder(out: str) -> str:
     """Where a run for `out` keeps its units between steps and across a kill: `.<name>.spill` beside a local
     output; for an output with a scheme (gs://...), a folder named after it in the local temporary folder."""
-    if "://" in out:
+    if storage.is_remote(out):
         return os.path.join(tempfile.gettempdir(), f"bert-keras-spill-{hashlib.sha256(out.encode()).hexdigest()[:16]}")
     out = os.path.abspath(out)
     return os.path.join(os.path.dirname(out), f".{os.path.basename(out)}.spill")
 
 
 def _mtime_ns(path: str) -> int:
-    if "://" in path:
+    if storage.is_remote(path):
         import tensorflow as tf
         return int(tf.io.gfile.stat(path).mtime_nsec)
     return os.stat(path).st_mtime_ns
@@ -205,7 +206,7 @@ def run_settings(plan: Plan, out: str, preprocessor, pack: bool) -> dict:
 def _remove_leftovers(out: str) -> None:
     """Temporaries a killed run leaves that no rerun reuses: shards' unfinished `.partial-` files and the
     random-named spill folders (`.<name>.spill-xxxx`) of earlier versions."""
-    if "://" in out:
+    if storage.is_remote(out):
         import tensorflow as tf
         for path in tf.io.gfile.glob(f"{out}-*-of-*.tfrecord.partial-*"):
             tf.io.gfile.remove(path)
@@ -257,7 +258,7 @@ def run_local(plan: Plan, out: str, preprocessor, workers: int | None = None, pr
     cores = usable_cores()
     workers = max(1, min(workers or cores, max(len(plan.ranges), plan.buckets)))
     threads = max(1, cores // workers)
-    if "://" not in out:
+    if not storage.is_remote(out):
         os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     _remove_leftovers(out)
     folder = spill_folder(out)
@@ -341,7 +342,7 @@ def run_local(plan: Plan, out: str, preprocessor, workers: int | None = None, pr
 
 
 def _exists(path: str) -> bool:
-    if "://" in path:
+    if storage.is_remote(path):
         import tensorflow as tf
         return tf.io.gfile.exists(path)
     return os.path.exists(path)
