@@ -90,9 +90,9 @@ def test_fit_and_evaluate_take_text_arrays_and_datasets_and_keep_text_out_of_the
             keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=-1) if name == "ner" else CE)
         m.compile(optimizer=keras.optimizers.Adam(3e-3), loss=loss)
         before = m.evaluate(x, y, verbose=0)
-        m.fit(x, y, batch_size=2, epochs=10, verbose=0)
+        m.fit(x, y, batch_size=4, epochs=4, verbose=0)
         after = m.evaluate(x, y, verbose=0)
-        assert np.ravel(after)[0] < np.ravel(before)[0], name
+        assert np.ravel(after)[0] < 0.8 * np.ravel(before)[0], name         # it learns from these targets
 
 
 def test_readable_answers_are_the_serving_decoding(models, hf_tokenizer):
