@@ -403,7 +403,6 @@ def cmd_export_hub(args) -> None:
 
 def cmd_serve(args) -> None:
     import logging
-    import time
 
     from savedmodels.batching import BatchingParameters
     from savedmodels.local_server import start_server
@@ -422,13 +421,9 @@ def cmd_serve(args) -> None:
                                     xla_cpu_compilation_enabled=args.xla_cpu_compilation_enabled)
     except (FileNotFoundError, RuntimeError, ValueError) as e:
         raise CommandError(str(e)) from None
-    print(f"serving {', '.join(models)} on 127.0.0.1:{port} (TF Serving's gRPC protocol and load path, the newest "
-          "version of each base path; a test server, not for production)", flush=True)
-    try:
-        while True:
-            time.sleep(3600)
-    except KeyboardInterrupt:
-        server.stop(0)
+    server.wait_for_signal(lambda: print(                       # until Ctrl-C or SIGTERM
+        f"serving {', '.join(models)} on 127.0.0.1:{port} (TF Serving's gRPC protocol and load path, the newest "
+        "version of each base path; a test server, not for production)", flush=True))
 
 
 def cmd_predict(args) -> None:

@@ -224,6 +224,33 @@ class LocalServer:
         current = self.models[name].current
         return current.number if current else None
 
+    def wait_for_signal(self, announce=lambda: None, stop_seconds: float = 30.0) -> None:
+        """Serves until SIGINT (Ctrl-C) or SIGTERM (`docker stop`), then stops. The signals only set an event,
+        caught from before `announce()` (which tells clients the server is up) on, so wherever one lands the stop
+        runs the same way; if the stop or the interpreter's exit has not ended the process `stop_seconds` later,
+        every thread's stack goes to stderr and the process exits with status 1 (a server that ignores Ctrl-C
+        keeps its port, and a terminal or a test waiting). Main thread only."""
+        import faulthandler
+        import signal
+        import sys
+
+        signalled = threading.Event()
+        for number in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(number, lambda *_: signalled.set())
+        announce()
+        while not signalled.wait(1.0):
+            pass
+
+        def give_up():
+            print(f"the server did not stop within {stop_seconds:g} s; its threads:", file=sys.stderr, flush=True)
+            faulthandler.dump_traceback(sys.stderr, all_threads=True)
+            os._exit(1)
+
+        watchdog = threading.Timer(stop_seconds, give_up)
+        watchdog.daemon = True                    # runs on through the interpreter's exit, where a hang would be
+        watchdog.start()
+        self.stop(0)
+
     def stop(self, grace: float | None = 0):
         self._stopped.set()
         self._poller.join()

@@ -107,6 +107,7 @@ def serve_and_ask(base_path, texts) -> list[str]:
     finally:
         server.send_signal(signal.SIGINT)
         _, STDERR["serve"] = server.communicate(timeout=120)
+    assert server.returncode == 0, STDERR["serve"][-6000:]      # a stop that hung: the threads' stacks are here
     return [label.decode() for label in outputs["label"]]
 
 

@@ -245,3 +245,40 @@ def test_eight_clients_across_a_version_swap_lose_nothing(served, caplog):
     assert set(seen) == {1, 2} and seen[1] >= clients * requests // 2, (seen, swapped_at)
     assert server.serving_version("swap") == 2
     assert any("swap: now serving version 2" in r.getMessage() for r in caplog.records)
+
+
+STOP_SCRIPT = """
+import concurrent.futures, sys, threading
+import grpc
+from savedmodels.local_server import LocalServer
+server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=2))
+port = server.add_insecure_port("127.0.0.1:0")
+server.start()
+if sys.argv[1] == "hangs":                      # a gRPC server whose stop never completes
+    server.stop = lambda grace: threading.Event()
+LocalServer(server, {}, poll_seconds=60).wait_for_signal(lambda: print("up", port, flush=True), stop_seconds=2)
+"""
+
+
+@pytest.mark.parametrize("how,code", [("stops", 0), ("hangs", 1)])
+def test_a_signal_stops_the_server_and_a_stop_that_hangs_still_ends_the_process(how, code):
+    """`bert-keras serve`'s wait: SIGTERM (docker stop) ends a real gRPC server's process with status 0; a stop
+    that never completes ends it after stop_seconds with status 1 and every thread's stack on stderr."""
+    import signal
+    import subprocess
+    import sys
+    import time
+    from conftest import REPO
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "3"}
+    process = subprocess.Popen([sys.executable, "-c", STOP_SCRIPT, how], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, env=env)
+    assert process.stdout.readline().startswith("up"), process.stderr.read()
+    start = time.monotonic()
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == code, stderr
+    if how == "hangs":
+        assert "did not stop within 2 s" in stderr and "Thread" in stderr, stderr
+        assert 2 <= time.monotonic() - start < 30
+    else:
+        assert time.monotonic() - start < 10 and "Traceback" not in stderr, stderr
