@@ -31,10 +31,9 @@ UNIT := not slow and not integration and not torch and not hub and not jax
 # Both tiers run on two processes (pytest-xdist), a test file per process at a time (module fixtures built
 # once): the tests spend most of their time tracing and optimising graphs, one core each. Since 2026-11-28 `make
 # test` is the unit tier and the integration tier is `make test-integration` (together they passed the default
-# suite's 20 minutes on an AVX2 host). Latest, 2026-11-29 (92b0f35), a clean clone's .ci/run on 2 AVX-512 cores
-# while other jobs loaded them (load 3-12): unit 27 min 52 s (709 tests), integration 8 min 34 s (122), torch
-# 2 min 9 s (30), jax 12 min 44 s (55); 55 min with the installs; the unit tier again on the idle host: 11 min 16 s
-# (5ba1048, idle: 26 min in all). The history: docs/measurements-behind-the-code.md (Makefile).
+# suite's 20 minutes on an AVX2 host). Latest, 2026-11-29 (d341618), a clean clone's .ci/run on 2 idle AVX-512
+# cores: unit 9 min 7 s (711 tests), integration 5 min 54 s (122), torch 2 min 0 s (30), jax 10 min 58 s (55);
+# 30 min with the installs. The history: docs/measurements-behind-the-code.md (Makefile).
 test: $(STAMP)
 	$(PY) -m pytest -q -m "$(UNIT)" -n 2 --dist loadfile --durations=15
 
