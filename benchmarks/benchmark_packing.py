@@ -23,7 +23,8 @@ script also timed a "packed_trimmed" variant with the slots cut to what the rows
 Steps: BertPretrainer (MLM + NSP, AdamW) of --preset with random weights, `train_on_batch` as `pretrain` runs it:
 TensorFlow without XLA (its default: the padding skip on), JAX under XLA on 1 CPU device and on 8 simulated ones
 (XLA_FLAGS=--xla_force_host_platform_device_count=8, keras.distribution.DataParallel); each side a fresh process.
-Packed batches have B rows drawn at random (seeded) from the packed data; unpacked batches hold the same
+Packed batches have B rows drawn at random (seeded) from the packed data, as many rows of 1, 2 and 3 sequences as
+the data's proportions (representative_rows); unpacked batches hold the same
 sequences in order, round(their sequences a step) rows a step (a multiple of 8), so a step trains on about as
 many sequences both ways and the timed steps on the same ones. Each side builds a packed and an unpacked model
 (same seed), runs --warmup untimed steps on each, then --steps timed steps of each interleaved (packed, unpacked,
@@ -380,6 +381,25 @@ def run_side(backend: str, devices: int, tmp: str, sets: list[str], args, flops:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def representative_rows(packed: dict, count: int, seed: int = 0):
+    """`count` packed rows, drawn at random (seeded) within each number of sequences a row in the data's
+    proportions, then shuffled. The rows hold 1, 2 or 3 sequences (on (b): 993, 59 and 995 rows), so a plain random
+    draw of a few hundred rows is far from the mix: seed 0's 320 rows held 1.83 sequences a row, not 2.00, and
+    their sequences 277 tokens on average, not 254, which put the unpacked batches at 54% real tokens instead of
+    the mix's 50% and capped what packing can gain on them at 1.80x instead of 2.0x. (The packer orders rows by
+    their first sequence, so the first rows are no sample either.)"""
+    import numpy as np
+    rng = np.random.default_rng(seed)
+    per_row = (packed["next_sentence_weights"] > 0).sum(1) if "next_sentence_weights" in packed else \
+        packed["packed_sequence_ids"].max(1)
+    groups = [np.flatnonzero(per_row == k) for k in np.unique(per_row)]
+    shares = np.array([len(g) for g in groups], np.float64) * count / len(per_row)
+    takes = np.floor(shares).astype(int)
+    takes[np.argsort(takes - shares)[:count - takes.sum()]] += 1           # largest remainders first
+    chosen = np.concatenate([rng.permutation(g)[:t] for g, t in zip(groups, takes)])
+    return rng.permutation(chosen)
+
+
 def save_batches(path: str, features: dict, rows_per_step: int, count: int) -> list[dict]:
     """The first `count` batches of `rows_per_step` rows (the data repeated if short) -> npz; returns them."""
     import numpy as np
@@ -455,9 +475,8 @@ def main(argv=None):
             info.update(describe(unpacked, packed), max_seq_length=seq)
             rows = args.packed_rows or PACKED_ROWS[seq]
             count = args.warmup + args.steps
-            # The timed rows: count x rows packed rows drawn at random (seeded; the packer orders rows by their
-            # first sequence, so the first rows are mostly triples); unpacked: the same sequences, in order.
-            chosen = np.random.default_rng(0).permutation(len(packed["input_ids"]))[:count * rows]
+            # The timed rows: count x rows packed rows (unpacked: the same sequences, in order).
+            chosen = representative_rows(packed, count * rows)
             packed = {k: v[chosen] for k, v in packed.items()}
             unpacked = unpack_rows(packed, PREDICTIONS[seq])          # (80 slots at 512, as unpacked records)
             info["sequences_per_step"] = round(len(unpacked["input_ids"]) / count, 2)
@@ -469,6 +488,11 @@ def main(argv=None):
                     info.setdefault("model_flops_per_real_token", {}).setdefault(preset, {})[kind] = \
                         model_flops_per_real_token(PRESETS[preset], batches[args.warmup:])
                 info[f"rows_per_step_{kind}"] = r
+                info[f"real_token_share_timed_{kind}"] = round(float(np.mean(
+                    [b["input_mask"].mean() for b in batches[args.warmup:]])), 4)
+            # What packed over unpacked real tokens/s reaches on these batches when a row costs the same packed or not.
+            info["real_token_share_ratio_timed"] = round(info["real_token_share_timed_packed"]
+                                                         / info["real_token_share_timed_unpacked"], 3)
             sets.append(name)
             report["data"][name] = info
             print(name, json.dumps(info), flush=True)
