@@ -229,7 +229,16 @@ class LocalServer:
         caught from before `announce()` (which tells clients the server is up) on, so wherever one lands the stop
         runs the same way; if the stop or the interpreter's exit has not ended the process `stop_seconds` later,
         every thread's stack goes to stderr and the process exits with status 1 (a server that ignores Ctrl-C
-        keeps its port, and a terminal or a test waiting). Main thread only."""
+        keeps its port, and a terminal or a test waiting). Main thread only.
+
+        Args:
+            announce: called once the signals are caught (`bert-keras serve` prints its "serving ..." line there).
+            stop_seconds: how long the stop and the exit may take before the process is ended.
+
+        Example:
+            >>> server, port = start_server({"sst2": "serving/sst2"})                    # doctest: +SKIP
+            >>> server.wait_for_signal(lambda: print("serving on", port, flush=True))   # doctest: +SKIP
+        """
         import faulthandler
         import signal
         import sys
