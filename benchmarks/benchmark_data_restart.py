@@ -36,27 +36,12 @@ import time
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
-from process_tree import descendants, pool_workers  # noqa: E402
+from process_tree import descendants, pool_workers, wait_gone  # noqa: E402
 SHARED = pathlib.Path(os.environ.get("BERT_KERAS_SHARED_DATA", REPO.parent / "shared" / "data"))
 PROSE = ["wikitext-2/valid.txt", "wikitext-2/test.txt", "tinyshakespeare/input.txt", "gutenberg/1342-0.txt",
          "gutenberg/11-0.txt"]
 SHARDS = 32
 FLAGS = ["--shards", str(SHARDS), "--bucket-mb", "0.5", "--quiet"]
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
-def wait_gone(pids, timeout=120):
-    deadline = time.time() + timeout
-    while time.time() < deadline and any(alive(p) for p in pids):
-        time.sleep(0.05)
-    assert not any(alive(p) for p in pids), "processes of a killed run linger"
 
 
 def markers(spill: pathlib.Path) -> set:
@@ -102,7 +87,7 @@ def run(argv, out: pathlib.Path, kill=None) -> dict:
                 else:
                     process.send_signal(signal.SIGKILL)
             process.communicate()
-            wait_gone(tree)
+            wait_gone(tree, timeout=120)
             return {"killed": how, "at_s": round(now, 2), "committed": sorted(markers(spill))}
         time.sleep(0.02)
     stdout, stderr = process.communicate()

@@ -1,5 +1,5 @@
 """A process's children and pool workers, read from /proc (Linux): what the pretraining-data restart test and its
-benchmark kill.
+benchmark kill, and the wait until the killed ones are gone.
 
     workers = pool_workers(command_pid)
 """
@@ -7,6 +7,7 @@ benchmark kill.
 from __future__ import annotations
 
 import os
+import time
 
 
 def children(pid: int) -> list[int]:
@@ -34,3 +35,20 @@ def pool_workers(pid: int) -> list[int]:
     (then the command's other child, the resource tracker, has none)."""
     from_server = [c for k in children(pid) for c in children(k)]
     return from_server or children(pid)
+
+
+def alive(pid: int) -> bool:
+    """Is `pid` running (a zombie, waiting for its parent to reap it, is not)?"""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def wait_gone(pids, timeout: float = 60) -> None:
+    """Waits until none of `pids` is alive; fails after `timeout` seconds if one still is."""
+    deadline = time.time() + timeout
+    while time.time() < deadline and any(alive(p) for p in pids):
+        time.sleep(0.05)
+    assert not any(alive(p) for p in pids), "processes of a killed run linger"

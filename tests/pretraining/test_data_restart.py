@@ -22,7 +22,7 @@ from bert_keras_cli.main import main
 from conftest import FIXTURES, REPO
 
 sys.path.insert(0, str(REPO / "benchmarks"))
-from process_tree import children, descendants, pool_workers  # noqa: E402
+from process_tree import children, descendants, pool_workers, wait_gone  # noqa: E402
 
 SHARDS = 64                 # many small shards: the last step lasts long enough to be stopped in
 FLAGS = ["--shards", str(SHARDS), "--max-seq-length", "64", "--max-predictions-per-seq", "10", "--dupe-factor", "2",
@@ -43,21 +43,6 @@ def synthetic_corpus(path, size: int) -> str:
 
 def digests(folder, name="o"):
     return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.glob(f"{name}-*-of-*"))}
-
-
-def wait_gone(pids, timeout=60):
-    deadline = time.time() + timeout
-    while time.time() < deadline and any(os.path.exists(f"/proc/{p}") and _alive(p) for p in pids):
-        time.sleep(0.05)
-    assert not any(os.path.exists(f"/proc/{p}") and _alive(p) for p in pids), "processes of a killed run linger"
-
-
-def _alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def markers(spill):
