@@ -390,8 +390,7 @@ def representative_rows(packed: dict, count: int, seed: int = 0):
     their first sequence, so the first rows are no sample either.)"""
     import numpy as np
     rng = np.random.default_rng(seed)
-    per_row = (packed["next_sentence_weights"] > 0).sum(1) if "next_sentence_weights" in packed else \
-        packed["packed_sequence_ids"].max(1)
+    per_row = (packed["next_sentence_weights"] > 0).sum(1)
     groups = [np.flatnonzero(per_row == k) for k in np.unique(per_row)]
     shares = np.array([len(g) for g in groups], np.float64) * count / len(per_row)
     takes = np.floor(shares).astype(int)
