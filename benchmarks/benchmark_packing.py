@@ -46,6 +46,10 @@ with L layers, hidden H, intermediate I, vocabulary V, T real tokens, sequences 
 (softmax, GELU, layer norm, the optimizer) is left out of it and is in XLA's count. The results also give the
 count with attention over whole rows (sum over rows of S^2 instead of sum_s l_s^2: what the packed step's
 block-diagonal bias computes, as it masks other sequences' keys instead of skipping them).
+That count leaves the elementwise work out, so XLA's step is above it even with nothing packed or padded (1.06x at
+bert_tiny). The JAX x1 side therefore also measures the model's own work as XLA counts it (--one-by-one-steps,
+one_by_one): the sequences of the first timed packed steps, each compiled alone at its own length with its own
+predictions; packed ÷ that is what packing's static shapes add, elementwise work included on both sides.
 """
 
 from __future__ import annotations
@@ -231,6 +235,10 @@ def side(args) -> dict:
                       "real_tokens_per_second": round(tokens / seconds, 1)}
             if backend == "jax" and args.devices == 1:
                 result.update(cost(models[kind], batches[kind][0], tokens / len(timed)))
+                one_by_one_path = os.path.join(args.tmp, f"{name}_one_by_one.npz")
+                if kind == "packed" and os.path.exists(one_by_one_path):
+                    result["one_by_one"] = one_by_one(config, models[kind], batches[kind][0], one_by_one_path,
+                                                      result["xla_flops_per_step"])
             results[f"{name}_{kind}"] = result
             print(name, kind, json.dumps(result), flush=True)
         del models
@@ -308,6 +316,79 @@ def count_check(config, batch) -> dict:
             "xla_train_step": xla_step, "xla_train_step_over_xla_forward": round(xla_step / xla_forward, 4),
             "xla_train_step_over_3x_count": round(xla_step / (3 * count_forward), 4),
             "matmul_512x768x3072": {"xla": matmul, "2mkn": 2 * m * k * nn}}
+
+
+def one_by_one(config, packed_model, packed_batch, path: str, step_flops: float) -> dict:
+    """The model's own work on the sequences of the first timed packed steps as XLA counts it: each sequence alone
+    in a batch of one, at its own length with its own predictions (no padding, no other sequence in its
+    attention, no empty MLM slot), forward and backward compiled by XLA, summed; plus the step's optimizer and
+    metrics once a step (the packed train step's FLOPs less its forward and backward's). Unlike the module
+    docstring's count it holds the elementwise work (softmax, GELU, layer norm, dropout), so packed ÷ this is
+    what packing's static shapes add, and nothing else. `path`: save_one_by_one's npz."""
+    import jax
+    import numpy as np
+    from bert_keras.pretraining.dataset import model_batch
+    import tensorflow as tf
+
+    def gradient_flops(model, x, y) -> float:
+        state = model._get_jax_state(trainable_variables=True, non_trainable_variables=True,
+                                     optimizer_variables=True, metrics_variables=True)
+
+        def grad(trainable, non_trainable, metrics, x, y, optimizer):
+            return jax.value_and_grad(model.compute_loss_and_updates, has_aux=True)(
+                trainable, non_trainable, metrics, x, y, None, training=True, optimizer_variables=optimizer)
+        return flops_of(jax.jit(grad).lower(state[0], state[1], state[3], x, y, state[2]).compile())
+
+    start = time.perf_counter()
+    fixed = step_flops - gradient_flops(packed_model, *packed_batch)
+    data = dict(np.load(path))
+    steps, tokens = int(data.pop("steps")), 0
+    model, total, cache = None, 0.0, {}
+    for i in range(len(data["input_ids"])):
+        length, predictions = int(data["input_mask"][i].sum()), int(data["masked_lm_weights"][i].sum())
+        trimmed = {k: v[i:i + 1, :length] if v.shape[1] == data["input_ids"].shape[1]
+                   else v[i:i + 1, :predictions] if k.startswith("masked_lm") else v[i:i + 1]
+                   for k, v in data.items()}
+        x, y = model_batch({k: tf.constant(v) for k, v in trimmed.items()})
+        x, y = {k: v.numpy() for k, v in x.items()}, {k: v.numpy() for k, v in y.items()}
+        if model is None:
+            model = pretrainer(config, "jax")
+            model._symbolic_build(data_batch=(x, y, None))
+        if (length, predictions) not in cache:
+            cache[length, predictions] = gradient_flops(model, x, y)
+        total += cache[length, predictions]
+        tokens += length
+    reference = (total + steps * fixed) / tokens
+    result = {"steps": steps, "sequences": len(data["input_ids"]), "compiles": len(cache),
+              "optimizer_and_metrics_flops_per_step": fixed, "xla_flops_per_real_token": round(reference, 1),
+              "packed_over_one_by_one": round(step_flops * steps / tokens / reference, 4)}
+    # The check: a packed row that holds one sequence filling the row is the same work as that sequence alone
+    # (but for its empty MLM slots), so forward and backward on it, packed ÷ alone, is 1 + the empty slots' share.
+    x, y = packed_batch
+    full = np.flatnonzero((x["input_mask"].sum(1) == x["input_mask"].shape[1]) & (y["next_sentence_weights"].sum(1) == 1))
+    if len(full):
+        r = full[:1]
+        p = int(y["masked_lm_weights"][r].sum())
+        alone = ({k: x[k][r] for k in ("input_word_ids", "input_mask", "input_type_ids")} |
+                 {"masked_lm_positions": x["masked_lm_positions"][r, :p]},
+                 {"masked_lm_ids": y["masked_lm_ids"][r, :p], "masked_lm_weights": y["masked_lm_weights"][r, :p],
+                  "next_sentence_labels": y["next_sentence_labels"][r, 0]})
+        result["check_one_full_row"] = {
+            "mlm_slots": int(x["masked_lm_positions"].shape[1]), "predictions": p,
+            "packed_over_alone": round(gradient_flops(packed_model, {k: v[r] for k, v in x.items()},
+                                                      {k: v[r] for k, v in y.items()})
+                                       / gradient_flops(model, *alone), 4)}
+    result["seconds"] = round(time.perf_counter() - start, 1)
+    return result
+
+
+def save_one_by_one(path: str, packed_batches: list[dict], predictions: int) -> None:
+    """The sequences of `packed_batches` (unpacked, in google-research's format) and how many steps they fill,
+    for one_by_one."""
+    import numpy as np
+    from bert_keras.pretraining.packed_records import unpack_rows
+    sequences = [unpack_rows(b, predictions) for b in packed_batches]
+    np.savez(path, steps=len(packed_batches), **{k: np.concatenate([s[k] for s in sequences]) for k in sequences[0]})
 
 
 def flops_of(compiled) -> float:
@@ -430,6 +511,9 @@ def main(argv=None):
                              "XLA's forward (default bert_base bert_large; none: the option with no name)")
     parser.add_argument("--packed-rows", type=int, help="packed rows a step (default 16 at 128, 8 at 512; unpacked "
                         "steps hold the same sequences)")
+    parser.add_argument("--one-by-one-steps", type=int, default=2, help="on (b), the first K timed packed steps' "
+                        "sequences are also compiled one at a time, each at its own length, for XLA's count of the "
+                        "model's own work (1 device; about 2 s a sequence at bert_tiny; 0: not done)")
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "packing.json"))
     parser.add_argument("--side", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--tmp", help=argparse.SUPPRESS)
@@ -483,6 +567,9 @@ def main(argv=None):
             unpacked_rows = max(8, int(round(info["sequences_per_step"] / 8)) * 8)
             for kind, (features, r) in {"packed": (packed, rows), "unpacked": (unpacked, unpacked_rows)}.items():
                 batches = save_batches(os.path.join(tmp, f"{name}_{kind}.npz"), features, r, count)
+                if kind == "packed" and name == "wikipedia_like_512" and args.one_by_one_steps:
+                    save_one_by_one(os.path.join(tmp, f"{name}_one_by_one.npz"),
+                                    batches[args.warmup:args.warmup + args.one_by_one_steps], PREDICTIONS[seq])
                 for preset in [args.preset] + (args.flops_presets if name == "wikipedia_like_512" else []):
                     info.setdefault("model_flops_per_real_token", {}).setdefault(preset, {})[kind] = \
                         model_flops_per_real_token(PRESETS[preset], batches[args.warmup:])
