@@ -325,19 +325,9 @@ def one_by_one(config, packed_model, packed_batch, path: str, step_flops: float)
     metrics once a step (the packed train step's FLOPs less its forward and backward's). Unlike the module
     docstring's count it holds the elementwise work (softmax, GELU, layer norm, dropout), so packed ÷ this is
     what packing's static shapes add, and nothing else. `path`: save_one_by_one's npz."""
-    import jax
     import numpy as np
-    from bert_keras.pretraining.dataset import model_batch
     import tensorflow as tf
-
-    def gradient_flops(model, x, y) -> float:
-        state = model._get_jax_state(trainable_variables=True, non_trainable_variables=True,
-                                     optimizer_variables=True, metrics_variables=True)
-
-        def grad(trainable, non_trainable, metrics, x, y, optimizer):
-            return jax.value_and_grad(model.compute_loss_and_updates, has_aux=True)(
-                trainable, non_trainable, metrics, x, y, None, training=True, optimizer_variables=optimizer)
-        return flops_of(jax.jit(grad).lower(state[0], state[1], state[3], x, y, state[2]).compile())
+    from bert_keras.pretraining.dataset import model_batch
 
     start = time.perf_counter()
     fixed = step_flops - gradient_flops(packed_model, *packed_batch)
@@ -398,14 +388,30 @@ def flops_of(compiled) -> float:
     return float(analysis["flops"])
 
 
+def jax_state(model) -> tuple:
+    """Keras' JAX train-step state of `model`: (trainable, non-trainable, optimizer, metrics variables)."""
+    return model._get_jax_state(trainable_variables=True, non_trainable_variables=True,
+                                optimizer_variables=True, metrics_variables=True)
+
+
 def cost(model, batch, tokens_per_step: float) -> dict:
     """XLA's cost analysis of Keras' JAX train step on `batch` (flops), per real token of a step."""
     import jax
     x, y = batch
-    state = model._get_jax_state(trainable_variables=True, non_trainable_variables=True,
-                                 optimizer_variables=True, metrics_variables=True)
-    flops = flops_of(jax.jit(model.train_step).lower(state, (x, y, None)).compile())
+    flops = flops_of(jax.jit(model.train_step).lower(jax_state(model), (x, y, None)).compile())
     return {"xla_flops_per_step": flops, "xla_flops_per_real_token": round(flops / tokens_per_step, 1)}
+
+
+def gradient_flops(model, x, y) -> float:
+    """XLA's FLOPs of the forward and backward of Keras' JAX train step on (x, y): the step without the optimizer
+    and the metrics."""
+    import jax
+    trainable, non_trainable, optimizer, metrics = jax_state(model)
+
+    def grad(trainable, non_trainable, metrics, x, y, optimizer):
+        return jax.value_and_grad(model.compute_loss_and_updates, has_aux=True)(
+            trainable, non_trainable, metrics, x, y, None, training=True, optimizer_variables=optimizer)
+    return flops_of(jax.jit(grad).lower(trainable, non_trainable, metrics, x, y, optimizer).compile())
 
 
 def model_flops_per_real_token(config, batches) -> dict:
