@@ -517,9 +517,10 @@ def main(argv=None):
                              "XLA's forward (default bert_base bert_large; none: the option with no name)")
     parser.add_argument("--packed-rows", type=int, help="packed rows a step (default 16 at 128, 8 at 512; unpacked "
                         "steps hold the same sequences)")
-    parser.add_argument("--one-by-one-steps", type=int, default=2, help="on (b), the first K timed packed steps' "
+    parser.add_argument("--one-by-one-steps", type=int, help="on (b), the first K timed packed steps' "
                         "sequences are also compiled one at a time, each at its own length, for XLA's count of the "
-                        "model's own work (1 device; about 2 s a sequence at bert_tiny; 0: not done)")
+                        "model's own work (1 device; about 2 s a sequence at bert_tiny; default 2, or --steps if "
+                        "fewer; 0: not done)")
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "packing.json"))
     parser.add_argument("--side", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--tmp", help=argparse.SUPPRESS)
@@ -527,6 +528,11 @@ def main(argv=None):
     parser.add_argument("--devices", type=int, default=1, help=argparse.SUPPRESS)
     parser.add_argument("--flops-side", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.one_by_one_steps is None:
+        args.one_by_one_steps = min(2, args.steps)
+    if not 0 <= args.one_by_one_steps <= args.steps:
+        parser.error(f"--one-by-one-steps {args.one_by_one_steps}: give 0 to {args.steps} (--steps), the timed "
+                     "steps whose sequences are compiled one at a time")
     if args.flops_side:
         print(json.dumps(flops_side(args)))
         return
