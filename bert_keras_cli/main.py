@@ -181,7 +181,11 @@ def cmd_vocab(args) -> None:
         tokens = build_vocab(args.files, vocab_size=args.size, lower_case=not args.cased, out=args.out)
     except (OSError, ValueError) as e:                  # not UTF-8 (file, line, byte offset), no words
         raise CommandError(str(e)) from None
-    print(f"wrote {args.out}: {len(tokens):,} tokens ({'cased' if args.cased else 'uncased'})")
+    short = (f", {args.size - len(tokens):,} fewer than --size {args.size:,} (the nearest TF.Text's learner "
+             "reaches on this corpus: fewer pieces recur in less text; a model built on it takes its vocab_size from "
+             "the file)"
+             if len(tokens) < args.size else "")
+    print(f"wrote {args.out}: {len(tokens):,} tokens ({'cased' if args.cased else 'uncased'}){short}")
 
 
 def cmd_zoo_list(args) -> None:

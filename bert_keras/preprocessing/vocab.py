@@ -70,7 +70,16 @@ def build_vocab(files: list[str], vocab_size: int = 30522, lower_case: bool = Tr
     """A WordPiece vocabulary learned from text files with TF.Text's BERT vocab tool (bert_vocab_from_dataset),
     on words split and normalised by the same basic tokenization the model uses. The files are read as UTF-8
     (a byte that is not is a DataFormatError naming file, line and byte offset); files without a word are a
-    ValueError."""
+    ValueError.
+
+    TF.Text's learner reaches `vocab_size` only roughly: its search over count thresholds stops at the nearest
+    size it finds (within its slack_ratio, 5% under), so the returned list may be a little shorter; the caller says how many were written. It can never be shorter than the corpus' alphabet (the
+    special tokens and every character alone and as "##" continuation), and where its search ends above
+    `vocab_size` the vocabulary is refused, and nothing is written.
+
+    Raises:
+        ValueError: no words in the files, or the learner's nearest vocabulary is larger than `vocab_size` (the
+            message gives its size)."""
     import tensorflow as tf
     from tensorflow_text.tools.wordpiece_vocab import bert_vocab_from_dataset as bert_vocab
 
@@ -99,6 +108,10 @@ def build_vocab(files: list[str], vocab_size: int = 30522, lower_case: bool = Tr
     except StopIteration:                     # the tool's first batch: there is none
         raise ValueError(f"no words in {', '.join(map(str, files))}: give text files, one sentence or paragraph "
                          "a line") from None
+    if len(tokens) > vocab_size:
+        raise ValueError(f"TF.Text's learner cannot make {vocab_size:,} tokens of this corpus: its nearest "
+                         f"vocabulary has {len(tokens):,} (it always keeps the {len(reserved_tokens)} special tokens "
+                         f"and each character alone and as ##): give a size of {len(tokens):,} or more")
     if out:
         with atomic_file(out) as tmp, open(tmp, "w", encoding="utf-8") as f:
             f.write("\n".join(tokens) + "\n")

@@ -1,3 +1,5 @@
+import re
+
 import pytest
 import tensorflow as tf
 
@@ -30,3 +32,35 @@ def test_vocab_errors(tmp_path, capsys):
         load_vocab(["a", "b"])
     with pytest.raises(ValueError, match="repeats"):
         load_vocab(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "a"])
+
+
+def _alphabet_size(text: str) -> int:
+    """TF.Text's learner's smallest vocabulary, counted without it: the 5 special tokens and every character of the
+    lower-cased, accent-stripped text (spaces aside), alone and as a "##" continuation."""
+    import unicodedata
+    chars = {c for c in unicodedata.normalize("NFD", text.lower()) if not c.isspace()
+             and unicodedata.category(c) != "Mn"}
+    return 5 + 2 * len(chars)
+
+
+def test_a_size_under_the_alphabet_is_refused_and_nothing_is_written(tmp_path, capsys):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(TEXT, encoding="utf-8")
+    out = tmp_path / "vocab.txt"
+    assert main(["vocab", str(corpus), "--out", str(out), "--size", "5"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "give a size of" in err[0]
+    least = int(re.search(r"give a size of (\d+)", err[0]).group(1))
+    # The alphabet, and the few words common enough to survive the learner's highest count threshold ("the").
+    assert _alphabet_size(TEXT) <= least <= _alphabet_size(TEXT) + 5
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.txt"]
+
+
+def test_a_vocabulary_short_of_its_size_says_how_many_it_wrote(tmp_path, capsys):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(TEXT, encoding="utf-8")
+    out = tmp_path / "vocab.txt"
+    assert main(["vocab", str(corpus), "--out", str(out), "--size", "5000"]) == 0      # far more than it holds
+    written = len(out.read_text(encoding="utf-8").splitlines())
+    printed = capsys.readouterr().out
+    assert f"{written:,} tokens" in printed and f"{5000 - written:,} fewer than --size 5,000" in printed
