@@ -115,6 +115,10 @@ class BertConfig:
                 values = json.load(f)
             except json.JSONDecodeError as e:
                 raise ValueError(f"{path} is not valid JSON: {e}") from None
+        if not isinstance(values, dict):
+            raise ValueError(f"{path} holds a JSON {type(values).__name__}, not a config object: give the "
+                             "checkpoint's own bert_config.json or config.json")
+        check_bert_architecture(values, path)
         return cls.from_dict(values)
 
     def to_json_file(self, path: str) -> None:
@@ -185,3 +189,43 @@ def preset_config(name: str) -> BertConfig:
         return PRESETS[name]
     except KeyError:
         raise ValueError(f"Unknown preset {name!r}; choose one of {sorted(PRESETS)}.") from None
+
+
+def check_bert_architecture(values: dict, path: str) -> None:
+    """Refuses a Hugging Face `config.json` of another architecture than BERT's.
+
+    RoBERTa, ELECTRA, DistilBERT or GPT-2 folders carry the same size keys (`hidden_size`, `num_hidden_layers`,
+    ...), so without this check their weights or sizes would load into a BERT encoder (RoBERTa's positions are
+    offset by two, GPT-2 is causal) and train or serve with no error, silently wrong. A `bert_config.json` has
+    neither key and passes.
+
+    Args:
+        values: dict. The parsed config.json.
+        path: str. Its path, for the message.
+
+    Raises:
+        ValueError: `model_type` is present and not "bert", or an entry of `architectures` is not a `Bert...`
+            class (BertModel, BertForMaskedLM, BertForSequenceClassification, ...).
+
+    Example:
+        >>> check_bert_architecture({"model_type": "bert", "architectures": ["BertModel"]}, "config.json")
+        >>> check_bert_architecture({"model_type": "roberta"}, "m/config.json")
+        Traceback (most recent call last):
+        ...
+        ValueError: m/config.json is a roberta model (model_type 'roberta'), not BERT: bert-keras loads BERT models only (model_type 'bert', Bert... architectures); give a BERT checkpoint
+    """
+    model_type = values.get("model_type")
+    architectures = values.get("architectures") or []
+    if not isinstance(architectures, list):
+        architectures = [architectures]
+    other = [a for a in architectures if not (isinstance(a, str) and a.startswith("Bert"))]
+    if model_type is None and not other:
+        return
+    if model_type is not None and str(model_type).lower() == "bert" and not other:
+        return
+    what = f"model_type {model_type!r}" if model_type is not None else "no model_type"
+    if other:
+        what += f", architectures {', '.join(map(str, other))}"
+    kind = model_type if model_type is not None and str(model_type).lower() != "bert" else (other or ["?"])[0]
+    raise ValueError(f"{path} is a {kind} model ({what}), not BERT: bert-keras loads BERT models only "
+                     "(model_type 'bert', Bert... architectures); give a BERT checkpoint")

@@ -73,9 +73,9 @@ def _task_model_source(source: str):
     from bert_keras.tasks.huggingface import is_huggingface_task_folder
     ours = source.endswith(".keras") or (os.path.exists(os.path.join(source, "model.keras"))
                                          and not os.path.exists(os.path.join(source, "zoo.json")))
-    if not (ours or is_huggingface_task_folder(source) or has_classifier_head(source)):
-        return None
     try:
+        if not (ours or is_huggingface_task_folder(source) or has_classifier_head(source)):
+            return None
         return load_task_model(source)
     except (FileNotFoundError, TypeError, ValueError) as e:
         raise CommandError(str(e)) from None

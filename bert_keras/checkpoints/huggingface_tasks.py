@@ -25,6 +25,8 @@ import os
 
 import numpy as np
 
+from bert_keras.config import check_bert_architecture
+
 SINGLE_LABEL, MULTI_LABEL, REGRESSION = "single_label_classification", "multi_label_classification", "regression"
 
 
@@ -95,15 +97,21 @@ class TaskHead:
 
 
 def read_config(folder: str) -> dict:
-    """config.json of a Hugging Face folder as a dict ({} when there is none)."""
+    """config.json of a Hugging Face folder as a dict ({} when there is none); another architecture's (RoBERTa,
+    GPT-2, ...) is a ValueError (config.check_bert_architecture)."""
     path = os.path.join(folder, "config.json")
     if not os.path.exists(path):
         return {}
     with open(path, encoding="utf-8") as f:
         try:
-            return json.load(f)
+            values = json.load(f)
         except json.JSONDecodeError as e:
             raise ValueError(f"{path} is not valid JSON: {e}") from None
+    if not isinstance(values, dict):
+        raise ValueError(f"{path} holds a JSON {type(values).__name__}, not a config object: give the folder's "
+                         "own config.json")
+    check_bert_architecture(values, path)
+    return values
 
 
 def task_names(folder: str) -> HeadNames | None:
