@@ -77,6 +77,39 @@ def as_batch_input(x):
     return tf.constant(x, tf.string) if x else tf.zeros([0], tf.string)
 
 
+def examples(*inputs) -> tuple:
+    """The readable methods' inputs (texts; texts and second texts; questions and contexts; contexts and
+    endings) as batches with one row per example: a bare string is one example, so `classify("a film")` answers
+    once, not once per character.
+
+    Args:
+        *inputs: each a list (or array, or tensor) of per-example values, or one example's values with a str
+            first (a text; a question and its context; a context and its list of endings).
+
+    Returns:
+        tuple of the inputs, each with a leading example dimension.
+
+    Raises:
+        ValueError: the inputs hold different numbers of examples, or a str stands where a list of them is due.
+
+    Example:
+        >>> examples("a film")
+        (['a film'],)
+        >>> examples("Who?", "Ada did.")
+        (['Who?'], ['Ada did.'])
+    """
+    if inputs and isinstance(inputs[0], (str, bytes)):
+        return tuple([x] for x in inputs)
+    if any(isinstance(x, (str, bytes)) for x in inputs):
+        raise ValueError("a single string stands beside a list of examples: give a list for every input (one "
+                         "entry per example), or strings for all of them (one example)")
+    sizes = [len(x) if not isinstance(x, (tf.Tensor, tf.RaggedTensor)) else int(x.shape[0] or 0) for x in inputs]
+    if len(set(sizes)) > 1:
+        raise ValueError(f"the inputs hold different numbers of examples ({', '.join(map(str, sizes))}): give one "
+                         "entry of each per example")
+    return inputs
+
+
 def relaxed_spec(value):
     """A tensor or RaggedTensor -> its TypeSpec with every dimension unknown (rank and dtype kept)."""
     if isinstance(value, tf.RaggedTensor):
@@ -281,8 +314,9 @@ class TaskModel(keras.Model):
 
     def serve_batches(self, *texts, batch_size: int | None = None):
         """`serve` on Python/NumPy text, `batch_size` examples at a time (tf.data, prefetched): yields each
-        batch's answer tensors as NumPy, in order. One trace for every batch and every call."""
-        yield from self.batched("serve", *texts, batch_size=batch_size)
+        batch's answer tensors as NumPy, in order. One trace for every batch and every call. A bare string is
+        one example (`classify("a film")` is `classify(["a film"])`), not a sequence of characters."""
+        yield from self.batched("serve", *examples(*texts), batch_size=batch_size)
 
     def batched(self, method: str, *inputs, batch_size: int | None = None):
         """self.<method> over `inputs` (arrays, lists or RaggedTensors with one row per example; nested lists

@@ -156,7 +156,8 @@ class BertClassifier(TaskModel):
         """Classifies raw texts, for people: runs `serve` (the export's decoding) and converts to Python.
 
         Args:
-            texts: list of str (or a [B] array). The texts, or the first sentences of pairs.
+            texts: list of str (or a [B] array). The texts, or the first sentences of pairs; one str is one
+                example (a list of one result).
             texts_b: list of str or None. The second sentences, for a `segments=2` model.
 
         Returns:

@@ -83,7 +83,7 @@ class BertMultipleChoice(TaskModel):
         """Picks an ending for each raw context, for people: `serve` (the export's decoding) in Python.
 
         Args:
-            contexts: list of str, [B].
+            contexts: list of str, [B]; one str (with its list of endings) is one example.
             endings: list of B lists of C str: each context's candidate endings.
 
         Returns:

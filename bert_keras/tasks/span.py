@@ -138,7 +138,7 @@ class BertSpanLabeler(TaskModel):
         """Answers raw questions about raw contexts, for people: `serve` (the export's decoding) in Python.
 
         Args:
-            questions: list of str (or a [B] array).
+            questions: list of str (or a [B] array); one str (with one context) is one example.
             contexts: list of str, one per question.
 
         Returns:

@@ -258,7 +258,8 @@ class BertTagger(TaskModel):
         than the sequence length is windowed (see `serve`): every word is labelled, once.
 
         Args:
-            texts: list of str (or a [B] array). Untokenised sentences or documents, of any length.
+            texts: list of str (or a [B] array). Untokenised sentences or documents, of any length; one str is
+                one text (a list of one result).
 
         Returns:
             Per text, its entities in order as (start, end, type, text) tuples, [start, end) in characters.

@@ -199,3 +199,22 @@ def test_a_model_of_the_previous_layout_is_upgraded_or_refused_by_name(models, m
     upgraded = load_task_model(str(old))
     np.testing.assert_allclose(upgraded.predict(TEXTS, verbose=0), sst2.predict(TEXTS, verbose=0), atol=1e-6)
     assert upgraded.classify(["x"])[0]["label"] in ("negative", "positive")
+
+
+def test_a_bare_string_is_one_example_not_a_list_of_characters(models):
+    """Issue 55: `classify("a string")` ran once per character (15 results), `entities("John")` returned 4 lists.
+    A str is one example (a list of one result, as fill_mask and transformers' pipelines answer); lists of
+    different lengths, or a str beside a list, are refused."""
+    text, question, context = "a gorgeous film", "who wrote it?", "Ada Lovelace wrote it ."
+    assert models["sst2"].classify(text) == models["sst2"].classify([text])
+    assert len(models["sst2"].classify(text)) == 1
+    assert models["ner"].entities("John") == models["ner"].entities(["John"])
+    assert len(models["ner"].entities("John")) == 1
+    assert models["squad"].answer(question, context) == models["squad"].answer([question], [context])
+    endings = ["and walked in .", "of cheese ."]
+    assert models["swag"].choose("She opened the door", endings) == models["swag"].choose(
+        ["She opened the door"], [endings])
+    with pytest.raises(ValueError, match="different numbers of examples"):
+        models["squad"].answer([question, question], [context])
+    with pytest.raises(ValueError, match="single string stands beside a list"):
+        models["squad"].answer([question], context)
