@@ -12,7 +12,10 @@ from bert_keras.data.glue import GLUE_LABELS, TextExample, read_glue
 from bert_keras.data.multiple_choice import ChoiceExample, read_choice_jsonl, read_swag
 from bert_keras.data.squad import (
     SquadExample,
+    answer_found,
     answer_offset_mismatches,
+    answer_span,
+    answerable_for_training,
     hold_out_articles,
     load_squad_json,
     read_squad,
@@ -30,7 +33,10 @@ __all__ = [
     "SquadExample",
     "TaggedSentence",
     "TextExample",
+    "answer_found",
     "answer_offset_mismatches",
+    "answer_span",
+    "answerable_for_training",
     "hold_out_articles",
     "iob1_to_iob2",
     "load_squad_json",

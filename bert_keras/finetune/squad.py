@@ -14,8 +14,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from bert_keras.data import read_squad
-from bert_keras.finetune.base import Task
+from bert_keras.data import DataFormatError, answerable_for_training, read_squad
+from bert_keras.finetune.base import Task, some_examples
 from bert_keras.metrics.squad import squad_v1_scores, squad_v2_scores
 from bert_keras.tasks import BertSpanLabeler
 
@@ -57,10 +57,47 @@ class SquadTask(Task):
             self.default_files = ("train-v2.0.json", "dev-v2.0.json")
 
     def read(self, path):
-        examples = read_squad(path)
+        examples = some_examples(read_squad(path), path, "no questions in its data list")
         if any(e.is_impossible for e in examples) and not self.version_2:
             raise ValueError(f"{path} has unanswerable questions (SQuAD 2.0): use --task squad_v2")
         return examples
+
+    def read_training(self, path):
+        """`read`'s questions as google-research run_squad trains on them (data/squad.py: answerable_for_training):
+        a question whose first answer is not at its `answer_start` is skipped, one whose `answer_start` falls
+        inside the words of its answer trains on its answer's text there; one line says how many of each. A file
+        where no answered question passes is refused. (Evaluation reads every question as written: the official
+        metric compares answer texts, not offsets.)"""
+        examples = self.read(path)
+        kept, skipped, moved = answerable_for_training(examples)
+        if not skipped and not moved:
+            return examples
+        answered = sum(not e.is_impossible for e in examples)
+        moved_note = (f"{len(moved):,} answer(s) found a few characters from their answer_start are trained where "
+                      "their text is" if moved else "")
+        if not skipped:
+            print(f"{path}: {moved_note} (google-research run_squad's rule)", flush=True)
+            return kept
+        first = skipped[0]
+        text, start = first.answers[0]
+        shown = text if len(text) <= 40 else text[:37] + "..."
+        where = (f"the first, id {first.qid}: {shown!r} at answer_start {start:,} of a {len(first.context):,}-"
+                 "character context")
+        if len(skipped) == answered:
+            raise DataFormatError(path, None, f"none of its {answered:,} answers is at its answer_start ({where}): "
+                                              "answer_start must be the character offset of the answer's text in "
+                                              "its context")
+        print(f"skipped {len(skipped):,} of {len(examples):,} training questions in {path}: the text at their "
+              f"answer_start is not their answer (google-research run_squad's check; {where})"
+              + (f"; {moved_note}" if moved else ""), flush=True)
+        return kept
+
+    def min_seq_length(self):
+        """A window holds [CLS], the question cut to max_query_length tokens, [SEP], then at least one context
+        token and [SEP] (run_squad.py's windows: max_seq_length - question - 3 context tokens)."""
+        q = self.max_query_length
+        return q + 4, (f"[CLS], up to --max-query-length {q} question tokens, [SEP], a context token, [SEP]; or "
+                       "lower --max-query-length")
 
     def build_model(self, encoder, preprocessor, examples):
         return BertSpanLabeler(encoder, preprocessor, doc_stride=self.doc_stride,

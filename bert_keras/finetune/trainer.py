@@ -221,7 +221,9 @@ def finetune(config: FinetuneConfig, callbacks: list | None = None, overwrite: b
     """
     from bert_keras.source_config import check_max_seq_length
     from bert_keras.training.resume import run_folder
+    from bert_keras.finetune.registry import get_task
     _check_settings(config)
+    get_task(config.task, **config.task_args).check_lengths(config.max_seq_length, config.seq_length)
     check_max_seq_length(config.model, config.max_seq_length)
     check_max_seq_length(config.model, config.seq_length, "--seq-length")
     with run_folder(config.out, os.path.join(config.out, "backup"), "model.keras", OUTPUTS, overwrite):
@@ -232,7 +234,7 @@ def _finetune(config: FinetuneConfig, callbacks: list | None) -> dict:
     from bert_keras.finetune.registry import get_task
     task = get_task(config.task, **config.task_args)
     train_file, eval_file = _files(config, task)
-    train = task.read(storage.local_copy(train_file))[:config.max_train_examples]
+    train = task.read_training(storage.local_copy(train_file))[:config.max_train_examples]
     evaluation = task.read(storage.local_copy(eval_file))[:config.max_eval_examples] if eval_file else []
     _check(config, train, train_file, evaluation, eval_file)
     strategy = start(config)
