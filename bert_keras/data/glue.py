@@ -65,12 +65,23 @@ class TextExample:
     label: int | float | None = None
 
 
+# The csv module refuses a field over 131,072 characters by default; with QUOTE_NONE a field is text between tabs
+# on one line, so a long one is a long text (a document), not quotes run together, and the preprocessor truncates
+# it to the sequence length anyway: the reader takes any length (the whole file is in memory already).
+_FIELD_LIMIT = 2 ** 31 - 1
+
+
 def _read_rows(path) -> list[list[str]]:
+    limit = csv.field_size_limit(_FIELD_LIMIT)
     try:
         with open_text(path, newline="") as f:
-            return list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
-    except csv.Error as e:
-        raise DataFormatError(path, None, f"TSV error: {e}") from e
+            reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
+            try:
+                return list(reader)
+            except csv.Error as e:
+                raise DataFormatError(path, reader.line_num, f"TSV error: {e}") from e
+    finally:
+        csv.field_size_limit(limit)
 
 
 # The columns read, by their names in GLUE's headers (as GLUE spells them; compared by `_name`): (text_a,
@@ -132,6 +143,25 @@ def _is_number(text: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def glue_segments(task: str) -> int:
+    """The texts of one `task` example: 1 (CoLA, SST-2) or 2 (the sentence-pair tasks).
+
+    Args:
+        task: a GLUE task name (as read_glue takes it).
+
+    Returns:
+        1 or 2.
+
+    Example:
+        >>> glue_segments("sst-2"), glue_segments("MRPC")
+        (1, 2)
+    """
+    task = _ALIASES.get(task.strip().lower(), task.strip().lower())
+    if task not in GLUE_LABELS:
+        raise ValueError(f"unknown GLUE task {task!r}; known: {sorted(GLUE_LABELS)}")
+    return 1 if _COLUMNS[task][1] is None else 2
 
 
 def read_glue(task: str, path) -> tuple[list[TextExample], list[str] | None]:

@@ -10,7 +10,8 @@ import keras
 import numpy as np
 
 from bert_keras.data import read_glue
-from bert_keras.finetune.base import Task
+from bert_keras.data.glue import glue_segments
+from bert_keras.finetune.base import Task, some_examples
 from bert_keras.metrics.glue import glue_metric_names, glue_metrics
 from bert_keras.tasks import BertClassifier
 
@@ -25,10 +26,11 @@ class ClassificationTask(Task):
         self.label_names = None
         self.regression = name in ("sts-b", "stsb")
         self.metric_name = glue_metric_names(name)[0]
+        self.segments = glue_segments(name)
 
     def read(self, path):
         examples, self.label_names = read_glue(self.name, path)
-        return examples
+        return some_examples(examples, path, "a header line and no rows")
 
     def build_model(self, encoder, preprocessor, examples):
         segments = 1 if not examples or examples[0].text_b is None else 2

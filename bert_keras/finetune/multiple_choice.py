@@ -7,7 +7,7 @@ import keras
 import numpy as np
 
 from bert_keras.data import read_choice_jsonl, read_swag
-from bert_keras.finetune.base import Task
+from bert_keras.finetune.base import Task, some_examples
 from bert_keras.metrics.glue import accuracy
 from bert_keras.tasks import BertMultipleChoice
 
@@ -16,6 +16,7 @@ class MultipleChoiceTask(Task):
     """SWAG, OpenBookQA, ARC and CommonsenseQA: a BertMultipleChoice, accuracy."""
 
     metric_name = "accuracy"
+    segments = 2                      # the context, then one ending
     default_files = {"swag": ("train.csv", "val.csv"), "openbookqa": ("train.jsonl", "dev.jsonl"),
                      "commonsenseqa": ("train_rand_split.jsonl", "dev_rand_split.jsonl")}
 
@@ -24,7 +25,9 @@ class MultipleChoiceTask(Task):
         self.default_files = self.default_files.get(name, ("train.jsonl", "dev.jsonl"))
 
     def read(self, path):
-        examples = read_swag(path) if str(path).endswith(".csv") else read_choice_jsonl(path)
+        swag = str(path).endswith(".csv")
+        examples = some_examples(read_swag(path) if swag else read_choice_jsonl(path), path,
+                                 "a header line and no rows" if swag else "no question lines")
         counts = {len(e.endings) for e in examples}
         if len(counts) > 1:
             raise ValueError(f"{path}: examples have different numbers of choices {sorted(counts)}; "

@@ -3,6 +3,8 @@ file (no registration side effects, no import circle)."""
 
 from __future__ import annotations
 
+import inspect
+
 from bert_keras.finetune.base import Task
 from bert_keras.finetune.classification import ClassificationTask
 from bert_keras.finetune.multiple_choice import MultipleChoiceTask
@@ -24,4 +26,10 @@ def get_task(name: str, **kwargs) -> Task:
     key = name.strip().lower()
     if key not in TASKS:
         raise ValueError(f"unknown task {name!r}; known: {', '.join(sorted(TASKS))}")
+    known = set(inspect.signature(TASKS[key]).parameters) - {"name"}
+    unknown = [k for k in kwargs if k not in known]
+    if unknown:
+        flags = ", ".join(f"--{k.replace('_', '-')}" for k in unknown)
+        raise ValueError(f"{flags}: not an option of --task {key} (SQuAD's windows and answers: --task squad or "
+                         f"squad_v2); drop it")
     return TASKS[key](key, **kwargs)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import keras
 
 from bert_keras.data import CONLL2003_LABELS, read_conll2003
-from bert_keras.finetune.base import Task
+from bert_keras.finetune.base import Task, some_examples
 from bert_keras.metrics.tagging import precision_recall_f1
 from bert_keras.tasks import BertTagger
 from bert_keras.tasks.tagger import IGNORE
@@ -23,7 +23,7 @@ class TaggingTask(Task):
         self.name, self.labels = name, list(labels)
 
     def read(self, path):
-        return read_conll2003(path, self.labels)
+        return some_examples(read_conll2003(path, self.labels), path, "no sentences, only -DOCSTART- and blank lines")
 
     def build_model(self, encoder, preprocessor, examples):
         return BertTagger(encoder, label_names=self.labels, preprocessor=preprocessor)
