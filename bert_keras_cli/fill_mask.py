@@ -19,6 +19,8 @@ def cmd_fill_mask(args) -> None:
     from bert_keras.tasks import load_masked_lm
     if not args.texts:
         raise CommandError('give one or more texts holding [MASK], e.g. "The capital of France is [MASK]."')
+    for number, text in enumerate(args.texts, 1):
+        check_utf8_text(text, f"text {number}")
     output_file(args.save, "--save", ".keras")
     try:
         model = load_masked_lm(args.model, vocab=args.vocab, lower_case=lower_case(args), top_k=args.top_k)
@@ -40,6 +42,33 @@ def cmd_fill_mask(args) -> None:
             print(f"  -> {masks[0][0]['sequence']}")
     if args.save:
         print(f"wrote {args.save} (bert-keras export --model {args.save} serves it)")
+
+
+def check_utf8_text(text: str, name: str) -> None:
+    """Refuses a command-line text that was not UTF-8: Python keeps each byte it could not decode as a lone
+    surrogate (U+DC80-U+DCFF), which TensorFlow cannot turn into a string tensor.
+
+    Args:
+        text: an argument as sys.argv holds it.
+        name: how the message names it ("text 2").
+
+    Raises:
+        CommandError: naming the first byte that is not UTF-8 and its byte offset.
+
+    Example:
+        >>> check_utf8_text("caf\udce9 [MASK]", "text 1")
+        Traceback (most recent call last):
+        ...
+        bert_keras_cli.errors.CommandError: text 1 is not UTF-8: byte 0xe9 at byte offset 3; give the texts in UTF-8 (a UTF-8 terminal, or convert: iconv -f latin1 -t utf-8)
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        offset = len(text[:e.start].encode("utf-8"))
+        code = ord(text[e.start])
+        byte = f"byte 0x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"a lone surrogate U+{code:04X}"
+        raise CommandError(f"{name} is not UTF-8: {byte} at byte offset {offset}; give the texts in UTF-8 (a UTF-8 "
+                           "terminal, or convert: iconv -f latin1 -t utf-8)") from None
 
 
 def add_parser(sub) -> None:
