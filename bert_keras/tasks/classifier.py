@@ -20,6 +20,8 @@ from keras import ops
 from bert_keras.encoder import INPUT_NAMES, PACKED_INPUT_NAMES, is_packed
 from bert_keras.tasks.base import TaskModel, dense_head, id_inputs
 
+SCORE_ACTIVATIONS = (None, "identity", "sigmoid")
+
 
 @keras.saving.register_keras_serializable(package="bert_keras")
 class BertClassifier(TaskModel):
@@ -43,6 +45,8 @@ class BertClassifier(TaskModel):
         preprocessor: BertPreprocessor or None. Needed for raw text; without it the model takes ids only.
         segments: int. 1 for single texts, 2 for text pairs (what `serve`, `classify` and the export take).
         multi_label: bool. Independent classes: sigmoid probabilities, every class over 0.5 predicted.
+        score_activation: str or None. Regression only: "sigmoid" turns the logit into the score (a
+            sentence-transformers CrossEncoder's activation_fn); None or "identity" keeps the logit.
         name: str or None. The Keras model name.
 
     Inputs and outputs:
@@ -52,7 +56,8 @@ class BertClassifier(TaskModel):
 
     Raises:
         ValueError: `label_names` does not have `num_classes` entries, `segments` is not 1 or 2, or
-            `multi_label` with one class.
+            `multi_label` with one class, or a `score_activation` other than sigmoid/identity, or one without
+            regression.
 
     Example:
         >>> model = bert_keras.tasks.BertClassifier(
@@ -66,11 +71,15 @@ class BertClassifier(TaskModel):
     """
 
     def __init__(self, encoder, num_classes: int, *, dropout: float = 0.1, label_names=None, preprocessor=None,
-                 segments: int = 1, multi_label: bool = False, name=None):
+                 segments: int = 1, multi_label: bool = False, score_activation: str | None = None, name=None):
         if label_names is not None and len(label_names) != num_classes:
             raise ValueError(f"{len(label_names)} label_names for {num_classes} classes: give one name per class")
         if multi_label and num_classes < 2:
             raise ValueError("multi_label needs two classes or more (one output is regression)")
+        if score_activation not in SCORE_ACTIVATIONS:
+            raise ValueError(f"score_activation {score_activation!r} is none of sigmoid, identity")
+        if score_activation is not None and num_classes != 1:
+            raise ValueError("score_activation is for one-output (regression) models")
         if segments not in (1, 2):
             raise ValueError(f"segments must be 1 (single texts) or 2 (text pairs), got {segments}")
         inputs = id_inputs()
@@ -79,7 +88,7 @@ class BertClassifier(TaskModel):
             keras.layers.Dropout(dropout, name="head_dropout")(pooled))
         super().__init__(inputs, logits, encoder, preprocessor, name=name, num_classes=num_classes,
                          dropout=dropout, label_names=list(label_names) if label_names is not None else None,
-                         segments=segments, multi_label=bool(multi_label))
+                         segments=segments, multi_label=bool(multi_label), score_activation=score_activation)
 
     def call(self, inputs, training=None, mask=None):
         """Unpacked: the functional graph as built. Packed rows (encoder.is_packed, with "cls_positions" [B, K]):
@@ -141,7 +150,9 @@ class BertClassifier(TaskModel):
     def decode(self, logits) -> dict:
         """logits [B, C] float32 -> what `serve` returns (see there)."""
         if self.regression:
-            return {"logits": logits, "score": logits[:, 0]}
+            score = logits[:, 0]
+            return {"logits": logits,
+                    "score": tf.sigmoid(score) if self._task_args.get("score_activation") == "sigmoid" else score}
         if self.multi_label:
             probabilities = tf.sigmoid(logits)
             selected = probabilities > 0.5

@@ -22,18 +22,20 @@ def load_task_model(path: str):
     BertForTokenClassification, BertForQuestionAnswering or BertForMultipleChoice, with its tokenizer), or a
     fine-tuned classifier's TF checkpoint folder or prefix (google-research run_classifier.py's `output_weights`,
     or a Model Garden BertClassifier's), with bert_config.json and vocab.txt beside it: a BertClassifier whose
-    labels are "0", "1", ... (the checkpoint does not name them).
+    labels are "0", "1", ... (the checkpoint does not name them). A sentence-transformers folder opens as a
+    BertEmbedder (a SentenceTransformer) or a BertReranker (a CrossEncoder).
 
     The model carries its preprocessor, so it takes raw text at once (`classify`, `answer`, `choose`,
     `entities`). A model written by bert_keras <= 0.1.0 (ids only, with vocab.txt, preprocessing.json and
     task.json beside it) is upgraded on load; `save` then writes the one-file form.
 
     Args:
-        path: str. A `.keras` file, a folder holding `model.keras`, a Hugging Face task folder, or a classifier
-            checkpoint.
+        path: str. A `.keras` file, a folder holding `model.keras`, a Hugging Face task folder, a
+            sentence-transformers folder, or a classifier checkpoint.
 
     Returns:
-        The task model (BertClassifier, BertSpanLabeler, BertMultipleChoice or BertTagger).
+        The task model (BertClassifier, BertSpanLabeler, BertMultipleChoice, BertTagger, BertEmbedder or
+        BertReranker).
 
     Raises:
         FileNotFoundError: no model at `path`.
@@ -55,6 +57,10 @@ def load_task_model(path: str):
     from bert_keras.tasks.huggingface import from_huggingface, is_huggingface_task_folder
     path = local_copy(path)                      # a model on a bucket (gs://...): read from a local copy
     file = os.path.join(path, "model.keras") if os.path.isdir(path) else path
+    from bert_keras.checkpoints.sentence_transformers import is_sentence_transformers_folder
+    if not os.path.exists(file) and is_sentence_transformers_folder(path):     # before the HF task check: a
+        from bert_keras.checkpoints.sentence_transformers import load_sentence_transformer   # CrossEncoder is both
+        return load_sentence_transformer(path)
     if not os.path.exists(file) and is_huggingface_task_folder(path):
         return from_huggingface(path)
     if not os.path.exists(file):
