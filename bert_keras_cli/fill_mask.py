@@ -56,7 +56,7 @@ def check_utf8_text(text: str, name: str) -> None:
         CommandError: naming the first byte that is not UTF-8 and its byte offset.
 
     Example:
-        >>> check_utf8_text("caf\udce9 [MASK]", "text 1")
+        >>> check_utf8_text("caf\\udce9 [MASK]", "text 1")
         Traceback (most recent call last):
         ...
         bert_keras_cli.errors.CommandError: text 1 is not UTF-8: byte 0xe9 at byte offset 3; give the texts in UTF-8 (a UTF-8 terminal, or convert: iconv -f latin1 -t utf-8)
