@@ -501,7 +501,13 @@ def add_training_flags(p, learning_rate: float, schedule: str, lengths: str, pro
 
 class OneLineParser(argparse.ArgumentParser):
     """argparse's parser whose usage errors are one line (the problem, then where the usage is), exit status 2,
-    as every other error of the command; subcommand parsers are of the same class (add_subparsers' default)."""
+    as every other error of the command; subcommand parsers are of the same class (add_subparsers' default), and
+    an error in a subcommand's arguments is that subcommand's (`bert-keras pretrain: error: unrecognized
+    arguments: 0`): `_Subcommands` notes the innermost subcommand's parser."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.register("action", "parsers", _Subcommands)
 
     def error(self, message):
         self.exit(2, f"{self.prog}: error: {message} (usage: {self.prog} --help)\n")
@@ -578,6 +584,20 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a resume point every N steps (a kill loses at most N; default: every 10 minutes), and after "
                         "every epoch: rerun the same command to resume at the last one")
     p.set_defaults(func=cmd_finetune)
+
+class _Subcommands(argparse._SubParsersAction):
+    """add_subparsers' action, noting the parser of the subcommand named (`_command_parser`; a nested one's last)
+    and making an error in its arguments its own, on every Python (3.12+ pass them up to the top parser)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        chosen = self._name_parser_map.get(values[0])
+        if chosen is not None:
+            setattr(namespace, "_command_parser", chosen)
+        try:
+            super().__call__(parser, namespace, values, option_string)
+        except argparse.ArgumentError as e:
+            (chosen or parser).error(str(e))
+
 
     p = sub.add_parser("pretraining-data", help="text files -> pretraining TFRecords (google-research's format)",
                        description="Input: one sentence per line, a blank line between documents. Output: "
@@ -738,3 +758,4 @@ def main(argv=None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+    command_parser = vars(args).pop("_command_parser", parser)   # the subcommand's: its name in the error
