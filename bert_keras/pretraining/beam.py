@@ -15,9 +15,11 @@ first, a binary it downloads.
 
 from __future__ import annotations
 
+from bert_keras import storage
 from bert_keras.pretraining.keyed import Plan, bucket_instances, chunk_records, make_plan, merge_records, \
     scatter_range, write_shard
 from bert_keras.pretraining.instances import MaskingConfig
+from bert_keras.pretraining.output_prefix import make_output_folder, remove_created_folders
 from bert_keras.pretraining.packed_records import shard_frames
 from bert_keras.pretraining.parallel import usable_cores
 
@@ -109,8 +111,9 @@ def run_beam(inputs: list[str], preprocessor, out: str, num_shards: int = 1, con
         pipeline_args: Beam pipeline options, e.g. ["--project=p", "--region=us-central1",
             "--temp_location=gs://b/tmp", "--extra_package=dist/bert_keras-0.1.0-py3-none-any.whl"].
 
-    Returns counts (from the pipeline's metrics; None on a runner without them) and the shard paths. A corpus with fewer than two documents is
-    an error after the run (the shards are then written, empty).
+    Returns counts (from the pipeline's metrics; None on a runner without them) and the shard paths. A corpus with
+    fewer than two documents is an error after the run (the shards it wrote, empty, are removed, and the output's
+    folder if the run created it).
 
     Example:
         >>> run_beam(["wiki.txt"], BertPreprocessor("vocab.txt"), "data/wiki", 4,
@@ -122,6 +125,7 @@ def run_beam(inputs: list[str], preprocessor, out: str, num_shards: int = 1, con
     runner, options = pipeline_runner(runner, list(pipeline_args))
     pipeline = beam.Pipeline(runner=runner, options=options)
     build_pipeline(pipeline, plan, out, list(preprocessor.vocab), preprocessor.lower_case, pack)
+    created = make_output_folder(out)
     result = pipeline.run()
     result.wait_until_finish()
     counts = {}
@@ -133,6 +137,11 @@ def run_beam(inputs: list[str], preprocessor, out: str, num_shards: int = 1, con
             continue
         counts[name] = sum((m.committed if m.committed is not None else m.attempted) or 0 for m in found)
     if counts["documents"] is not None and counts["documents"] < 2:
+        for shard in range(plan.shards):               # written empty: refused input leaves nothing behind
+            path = plan.shard_path(out, shard)
+            if storage.exists(path):
+                storage.remove(path)
+        remove_created_folders(created)
         raise ValueError(f"{counts['documents']} non-empty document(s) in {', '.join(plan.files)}: next-sentence "
                          "prediction needs at least two (separate documents by a blank line)")
     return {"documents": counts["documents"], "sentences": counts["sentences"], "instances": counts["instances"],

@@ -40,6 +40,7 @@ from bert_keras import storage
 from bert_keras.atomic import atomic_file, write_json
 from bert_keras.pretraining.keyed import Plan, bucket_instances, chunk_records, merge_records, scatter_range, \
     write_shard
+from bert_keras.pretraining.output_prefix import make_output_folder, remove_created_folders
 from bert_keras.pretraining.packed_records import shard_frames
 from bert_keras.pretraining.parallel import usable_cores
 
@@ -251,15 +252,15 @@ def run_local(plan: Plan, out: str, preprocessor, workers: int | None = None, pr
     (resumed: ranges, buckets, shards; of `units`).
 
     A kill (of a worker or of this process) keeps the finished units: rerunning with the same arguments runs
-    only the others and writes the same bytes (the module docstring). Bad input (ValueError) removes them.
+    only the others and writes the same bytes (the module docstring). Bad input (ValueError) removes them, and
+    the output's folder when this run created it.
 
     progress: None, or a function(phase name, total) returning a callback add(n)."""
     # more processes than ranges and buckets would only start TensorFlow for nothing (the bytes are the same)
     cores = usable_cores()
     workers = max(1, min(workers or cores, max(len(plan.ranges), plan.buckets)))
     threads = max(1, cores // workers)
-    if not storage.is_remote(out):
-        os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    created = make_output_folder(out)              # removed again if the input is refused
     _remove_leftovers(out)
     folder = spill_folder(out)
     _open_spill(folder, run_settings(plan, out, preprocessor, pack))
@@ -327,6 +328,7 @@ def run_local(plan: Plan, out: str, preprocessor, workers: int | None = None, pr
             phases["shards"] = time.perf_counter() - t
     except ValueError:                                  # bad input: nothing to resume, nothing left behind
         shutil.rmtree(folder, ignore_errors=True)
+        remove_created_folders(created)
         raise
     except BrokenProcessPool:
         raise BrokenProcessPool(f"a worker process stopped (killed, or out of memory); the finished work is kept in "
