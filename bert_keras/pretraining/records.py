@@ -11,6 +11,7 @@ Records are encoded and framed in NumPy (example_proto.py, tfrecord_frames below
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import google_crc32c as crc32c
@@ -105,8 +106,95 @@ def check_records(files: list[str], max_seq_length: int, max_predictions_per_seq
                 "pretraining TFRecord file"
             raise ValueError(f"{path}: not a readable {kind} with max_seq_length "
                              f"{max_seq_length} and max_predictions_per_seq {max_predictions_per_seq} "
-                             f"({type(e).__name__}: {e.message.splitlines()[0][:200]})") from None
+                             f"({type(e).__name__}: {_op_message(e)})") from None
     return total
+
+
+def _op_message(error) -> str:
+    """A TensorFlow op error's first line without its `{{function_node ...}}` prefix, whole words only."""
+    import re
+    import textwrap
+    text = re.sub(r"\{\{function_node [^}]*\}\}\s*", "", error.message).strip()
+    return textwrap.shorten(text.splitlines()[0] if text else type(error).__name__, 240, placeholder=" ...")
+
+
+@dataclasses.dataclass(frozen=True)
+class RecordLayout:
+    """What pretraining records hold, read off the records themselves (`record_layout`).
+
+    Args:
+        max_seq_length: int. Tokens a record (or packed row) holds: its input_ids' length.
+        predictions: int. Its masked_lm_positions' length: max_predictions_per_seq, or a packed row's MLM slots
+            (packed_records.packed_prediction_slots as written).
+        packed: bool. Packed rows (pretraining-data --pack).
+
+    Example:
+        >>> RecordLayout(128, 20, False).max_seq_length
+        128
+    """
+    max_seq_length: int
+    predictions: int
+    packed: bool
+
+
+def record_layout(files: list[str]) -> RecordLayout:
+    """The sequence length, masked LM slots and packed-ness the files were written with (pretraining-data
+    --max-seq-length, --max-predictions-per-seq, --pack): each file's first record's feature lengths. Files that
+    disagree (other lengths, packed and unpacked) are refused, naming one of each; so are files that are not
+    TFRecords or not pretraining records.
+
+    Args:
+        files: TFRecord paths (record_files' list).
+
+    Returns:
+        RecordLayout.
+
+    Raises:
+        ValueError: a file unreadable as TFRecords or holding other records, files that disagree, or no record
+            in any file.
+
+    Example:
+        >>> record_layout(record_files("data/wiki-*.tfrecord"))                          # doctest: +SKIP
+        RecordLayout(max_seq_length=128, predictions=20, packed=False)
+    """
+    from google.protobuf.message import DecodeError
+    found = {}
+    for path in files:
+        try:
+            first = next(iter(tf.data.TFRecordDataset(path).take(1)), None)
+            feature = None if first is None else tf.train.Example.FromString(first.numpy()).features.feature
+        except (tf.errors.OpError, DecodeError):
+            raise ValueError(f"{path}: its first record cannot be read as a tf.train.Example: not a pretraining "
+                             "TFRecord file (or a truncated one); write them with `bert-keras pretraining-data`") \
+                from None
+        if feature is None:
+            continue                                        # an empty shard
+        missing = [name for name in ("input_ids", "masked_lm_positions") if name not in feature]
+        if missing:
+            raise ValueError(f"{path}: not pretraining records (no {' or '.join(missing)} feature): write them "
+                             "with `bert-keras pretraining-data`")
+        found[path] = RecordLayout(len(feature["input_ids"].int64_list.value),
+                                   len(feature["masked_lm_positions"].int64_list.value),
+                                   "packed_sequence_ids" in feature)
+    if not found:
+        raise ValueError(f"no records in {', '.join(files[:3])}{' ...' if len(files) > 3 else ''}: write them "
+                         "with `bert-keras pretraining-data`")
+    (first_path, layout), *others = found.items()
+    for path, other in others:
+        if other.packed != layout.packed:
+            packed, plain = (first_path, path) if layout.packed else (path, first_path)
+            raise ValueError(f"the records mix packed rows ({packed}, pretraining-data --pack) and unpacked "
+                             f"instances ({plain}): give files of one kind")
+        if other != layout:
+            raise ValueError(f"the records disagree: {first_path} holds {_describe(layout)}, {path} "
+                             f"{_describe(other)}; give files written with the same settings")
+    return layout
+
+
+def _describe(layout: RecordLayout) -> str:
+    kind = "packed rows" if layout.packed else "instances"
+    slots = "MLM slots" if layout.packed else "max_predictions_per_seq"
+    return f"{kind} of max_seq_length {layout.max_seq_length} and {slots} {layout.predictions}"
 
 
 def records_are_packed(files: list[str]) -> bool:

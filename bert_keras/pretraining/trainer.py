@@ -36,7 +36,10 @@ class PretrainConfig(TrainingConfig):
         pack: with `text`: pack the masked lines into rows of up to 3 sequences on the fly
             (dataset.dynamic_masking_dataset's `pack`); `batch_size` is then rows a step. (Packed records are
             packed by pretraining-data --pack and seen by their features.)
-        max_predictions_per_seq: masked positions per sequence.
+        max_seq_length: tokens a sequence (a packed row); None: the records' own (`records.record_layout`: a
+            different value given is refused), or 128 with `text`.
+        max_predictions_per_seq: masked positions per sequence; None: the records' own (a different value given
+            is refused; packed records: unused, their rows' slots are fixed when written), or 20 with `text`.
         nsp: train next-sentence prediction too (records only).
         train_steps: optimizer steps in all; a multiple of `save_every`.
         save_every: the checkpoint interval in steps (also Keras' epoch here).
@@ -55,7 +58,8 @@ class PretrainConfig(TrainingConfig):
     text: str | None = None
     pack: bool = False
     learning_rate: float = dataclasses.field(default=1e-4, kw_only=True)
-    max_predictions_per_seq: int = 20
+    max_seq_length: int | None = dataclasses.field(default=None, kw_only=True)
+    max_predictions_per_seq: int | None = None
     nsp: bool = True
     train_steps: int = 1000
     save_every: int = 100
@@ -70,6 +74,7 @@ class PretrainConfig(TrainingConfig):
 
 
 DEFAULT_WARMUP_STEPS = 100
+DEFAULT_MAX_SEQ_LENGTH, DEFAULT_MAX_PREDICTIONS = 128, 20        # with --text (records carry their own)
 
 
 class StepCheckpoint(keras.callbacks.Callback):
@@ -95,7 +100,7 @@ class StepCheckpoint(keras.callbacks.Callback):
 
 class Throughput(keras.callbacks.Callback):
     """Real tokens per second of each interval (Keras epoch), added to its logs (so to the History, the printed
-    line and TensorBoard's epoch scalars) and printed: `rows_per_step` x steps x the interval's mean
+    line: progress.StepProgress, and TensorBoard's epoch scalars): `rows_per_step` x steps x the interval's mean
     `real_tokens_per_row` (BertPretrainer's metric: input_mask ones, packed or not) / its wall time."""
 
     def __init__(self, rows_per_step: int, steps_per_interval: int):
@@ -111,8 +116,6 @@ class Throughput(keras.callbacks.Callback):
         seconds = time.perf_counter() - self.start
         logs["seconds"] = seconds
         logs["real_tokens_per_second"] = logs["real_tokens_per_row"] * self.rows * self.steps / seconds
-        print(f"interval {epoch + 1}: {logs['real_tokens_per_second']:.0f} real tokens/s "
-              f"({self.rows * self.steps / seconds:.1f} rows/s)", flush=True)
 
 
 # What a pretraining run writes in its folder (what --overwrite deletes first).
@@ -124,9 +127,11 @@ def pretrain(config: PretrainConfig, overwrite: bool = False) -> dict:
     """Trains; returns {"history": per-interval logs, "step": final step, "out": folder, "replicas", "model"}.
 
     The settings are checked before anything loads (a `max_seq_length` over the model's positions from its
-    configuration); a finished run in `config.out` (encoder.keras written, its checkpoint at `train_steps`) is
-    refused unless `overwrite` (its files are deleted first), a killed one resumes from its last checkpoint, and
-    a run refused or failing before its first checkpoint removes the folder it created.
+    configuration; with records, the lengths they were written with: `resolve_lengths`); a finished run in
+    `config.out` (encoder.keras written, its checkpoint at `train_steps`) is refused unless `overwrite` (its files
+    are deleted first), a killed one resumes from its last checkpoint (its half-written files removed:
+    `remove_partial_files`), and a run refused or failing before its first checkpoint removes the folder it
+    created. A preset trained from scratch takes the vocabulary's size (backbone.py).
 
     Raises:
         ValueError: a setting out of range, or data or a model source that cannot be read.
@@ -135,29 +140,94 @@ def pretrain(config: PretrainConfig, overwrite: bool = False) -> dict:
     """
     from bert_keras.source_config import check_max_seq_length
     from bert_keras.training.resume import run_folder
+    if bool(config.records) == bool(config.text):
+        raise ValueError("give --records (pretraining TFRecords) or --text (text files, dynamic masking), not both")
+    config = resolve_lengths(config)
     for name in ("batch_size", "max_seq_length", "max_predictions_per_seq", "steps_per_execution", "log_every"):
-        if getattr(config, name) < 1:
+        if getattr(config, name) is not None and getattr(config, name) < 1:
             raise ValueError(f"--{name.replace('_', '-')} {getattr(config, name)}: give a positive number")
     if not config.learning_rate > 0:
         raise ValueError(f"--learning-rate {config.learning_rate}: give a positive number")
     check_max_seq_length(config.model, config.max_seq_length)
     with run_folder(config.out, os.path.join(config.out, "checkpoint"), "encoder.keras", OUTPUTS, overwrite,
                     done=config.train_steps):
+        remove_partial_files(config.out)
         return _pretrain(config)
 
 
+def resolve_lengths(config: PretrainConfig) -> PretrainConfig:
+    """`config` with its sequence length and masked LM slots set: with records, those they were written with
+    (records.record_layout; a different value given is refused, naming both), else the given ones or 128 and 20.
+    Packed rows carry their MLM slots as written (packed_prediction_slots of the writer's settings): their
+    max_predictions_per_seq stays as given (None or the writer's), unused.
+
+    Args:
+        config: PretrainConfig, `max_seq_length` and `max_predictions_per_seq` None where not given.
+
+    Returns:
+        PretrainConfig.
+
+    Raises:
+        ValueError: a value that contradicts the records, or records that cannot be read or disagree.
+        FileNotFoundError: no records match `config.records`.
+
+    Example:
+        >>> resolve_lengths(PretrainConfig(model="bert_tiny", out="run", text="corpus.txt")).max_seq_length
+        128
+    """
+    from bert_keras.pretraining.records import record_files, record_layout
+    if not config.records:
+        return dataclasses.replace(
+            config, max_seq_length=DEFAULT_MAX_SEQ_LENGTH if config.max_seq_length is None else config.max_seq_length,
+            max_predictions_per_seq=DEFAULT_MAX_PREDICTIONS if config.max_predictions_per_seq is None
+            else config.max_predictions_per_seq)
+    layout = record_layout(record_files(config.records))
+    if config.max_seq_length not in (None, layout.max_seq_length):
+        raise ValueError(f"--max-seq-length {config.max_seq_length}, but the records {config.records} hold "
+                         f"sequences of {layout.max_seq_length} tokens (pretraining-data --max-seq-length "
+                         f"{layout.max_seq_length}): leave it out, or write records of {config.max_seq_length}")
+    if not layout.packed and config.max_predictions_per_seq not in (None, layout.predictions):
+        raise ValueError(f"--max-predictions-per-seq {config.max_predictions_per_seq}, but the records "
+                         f"{config.records} hold {layout.predictions} a sequence (pretraining-data "
+                         f"--max-predictions-per-seq {layout.predictions}): leave it out, or write records with "
+                         f"{config.max_predictions_per_seq}")
+    return dataclasses.replace(config, max_seq_length=layout.max_seq_length,
+                               max_predictions_per_seq=config.max_predictions_per_seq if layout.packed
+                               else layout.predictions)
+
+
+def remove_partial_files(out: str) -> None:
+    """Removes what a killed run left half-written in `out` (atomic.py's `.<name>.partial-*` files and folders:
+    the results, metrics.json, the input index, the resume point's state.json); its complete files stay, so the
+    rerun resumes. (A resume point's weights file cut short by a kill is not named by state.json, and the next
+    point removes it: training/resume.py.)
+
+    Example:
+        >>> remove_partial_files("runs/pretrain")                                       # doctest: +SKIP
+    """
+    for folder in (out, os.path.join(out, "checkpoint")):
+        if not storage.isdir(folder):
+            continue
+        for name in storage.listdir(folder):
+            if name.startswith(".") and ".partial-" in name:
+                path = os.path.join(folder, name)
+                if storage.isdir(path):
+                    storage.rmtree(path)
+                else:
+                    storage.remove(path)
+
+
 def _pretrain(config: PretrainConfig) -> dict:
-    from bert_keras.loading import load_backbone
+    from bert_keras.pretraining.backbone import pretraining_backbone
     from bert_keras.pretraining.dataset import dynamic_masking_dataset, records_dataset
     from bert_keras.pretraining.packed_records import packed_feature_spec
-    from bert_keras.pretraining.records import check_records, packed_record_slots, record_files, records_are_packed
+    from bert_keras.pretraining.progress import StepProgress
+    from bert_keras.pretraining.records import check_records, record_files, record_layout
     from bert_keras.tasks.pretrainer import BertPretrainer
     from bert_keras.backends import distributed_devices
     from bert_keras.training.input_pipelines import distributed_input
     from bert_keras.training.setup import compile_for_training, fit, log_callbacks, output_folder, start
     from bert_keras.training.static_shapes import with_static_shapes
-    if bool(config.records) == bool(config.text):
-        raise ValueError("give --records (pretraining TFRecords) or --text (text files, dynamic masking), not both")
     if config.train_steps <= 0 or config.save_every <= 0 or config.train_steps % config.save_every:
         raise ValueError(f"--train-steps {config.train_steps} must be a positive multiple of --save-every "
                          f"{config.save_every}")
@@ -171,10 +241,11 @@ def _pretrain(config: PretrainConfig) -> dict:
                          "(pretrain --records sees packed files by their features)")
     if config.records:
         files = record_files(config.records)
-        packed = records_are_packed(files)             # pretraining-data --pack: rows of up to 3 sequences
-        slots = packed_record_slots(files) if packed else None        # as written: packed_prediction_slots
+        layout = record_layout(files)                  # as written (resolve_lengths has set the lengths from it)
+        packed = layout.packed                         # pretraining-data --pack: rows of up to 3 sequences
+        slots = layout.predictions if packed else None        # as written: packed_prediction_slots
         spec = packed_feature_spec(config.max_seq_length, slots) if packed else None
-        check_records(files[:1], config.max_seq_length, config.max_predictions_per_seq, spec)
+        check_records(files[:1], config.max_seq_length, config.max_predictions_per_seq or slots, spec)
     else:
         packed = config.pack
         files = [f.strip() for f in config.text.split(",")]
@@ -191,9 +262,12 @@ def _pretrain(config: PretrainConfig) -> dict:
     storage.makedirs(out)
     checkpoint = StepCheckpoint(os.path.join(out, "checkpoint"), config.save_every, config.seed)
     with strategy.scope(), pooler_unused():         # the pooler is trained (NSP), or unused (MLM only)
-        encoder, preprocessor = load_backbone(config.model, config.vocab, config.lower_case,
-                                              max_seq_length=config.max_seq_length)
+        encoder, preprocessor, note = pretraining_backbone(config.model, config.vocab, config.lower_case,
+                                                           config.max_seq_length)
+        if note:
+            print(note, flush=True)
         model = BertPretrainer(encoder)
+        set_nsp_trainable(model, config.nsp and not config.text)         # MLM only: neither is read
         compile_for_training(model, config, config.train_steps, warmup, optimizer=config.optimizer)
         step = checkpoint.restored_step(model)
     replicas = strategy.num_replicas_in_sync         # input pipelines' unit (JAX: 1, its devices split each batch)
@@ -220,7 +294,8 @@ def _pretrain(config: PretrainConfig) -> dict:
     history = fit(model, data, config, epochs=config.train_steps // config.save_every,
                   steps_per_epoch=config.save_every, initial_epoch=step // config.save_every,
                   callbacks=[checkpoint, Throughput(config.batch_size, config.save_every),
-                             *log_callbacks(out, "mlm_accuracy", config.log_every)])
+                             *log_callbacks(out, "mlm_accuracy", config.log_every),
+                             StepProgress(config.save_every, config.train_steps)])
     _save(model, preprocessor, out)
     history = [dict(zip(history.history, values)) for values in zip(*history.history.values())]
     _write_metrics(out, config, strategy, history, packed)
@@ -247,10 +322,25 @@ def _write_metrics(out: str, config: PretrainConfig, strategy, history: list, pa
         "history": history, **run_record(config, strategy)})
 
 
+def set_nsp_trainable(model, trainable: bool) -> None:
+    """Marks the pooler and the NSP head trainable or not. A masked-LM-only run (--text, --no-nsp) never reads
+    them: as trainable they would get no gradient (Keras warns "Gradients do not exist for variables
+    ['pooler/kernel', ..., 'nsp_head/bias']") and, on JAX, zero gradients with AdamW's weight decay still shrinking
+    them. The saved models have them trainable again (`_save`), so fine-tuning trains the pooler.
+
+    Example:
+        >>> set_nsp_trainable(bert_keras.tasks.BertPretrainer(bert_keras.BertEncoder(
+        ...     bert_keras.preset_config("bert_tiny"))), False)                        # doctest: +SKIP
+    """
+    model.encoder.pooler.trainable = trainable
+    model.nsp_head.trainable = trainable
+
+
 def _save(model, preprocessor, out: str):
     """The encoder as `encoder.keras` (what `finetune --model` takes), the pretrainer, and a TF1 checkpoint with
-    the `cls/` heads (google-research's run_pretraining.py layout)."""
+    the `cls/` heads (google-research's run_pretraining.py layout); every layer trainable in them."""
     from bert_keras.checkpoints import save_google_checkpoint
+    set_nsp_trainable(model, True)
     with atomic_file(os.path.join(out, "encoder.keras")) as tmp:
         model.encoder.save(tmp)
     with atomic_file(os.path.join(out, "pretrainer.keras")) as tmp:
