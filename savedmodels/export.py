@@ -36,13 +36,15 @@ from savedmodels.saving import save_servable
 
 
 def task_signatures(model) -> list:
-    from bert_keras.tasks import BertClassifier, BertMaskedLM, BertMultipleChoice, BertSpanLabeler, BertTagger
-    builders = {BertClassifier: sig.classification, BertSpanLabeler: sig.span,
-                BertMultipleChoice: sig.multiple_choice, BertTagger: sig.tagging, BertMaskedLM: sig.masked_lm}
+    from bert_keras.tasks import (BertClassifier, BertEmbedder, BertMaskedLM, BertMultipleChoice, BertSpanLabeler,
+                                  BertTagger)
+    builders = {BertClassifier: sig.classification, BertSpanLabeler: sig.span,     # a BertReranker is a classifier
+                BertMultipleChoice: sig.multiple_choice, BertTagger: sig.tagging, BertMaskedLM: sig.masked_lm,
+                BertEmbedder: sig.embedding}
     builder = next((b for kind, b in builders.items() if isinstance(model, kind)), None)
     if builder is None:
         raise TypeError(f"cannot export {type(model).__name__}: expected a bert_keras task model "
-                        "(BertClassifier, BertSpanLabeler, BertMultipleChoice, BertTagger, BertMaskedLM)")
+                        "(BertClassifier, BertSpanLabeler, BertMultipleChoice, BertTagger, BertMaskedLM, BertEmbedder)")
     model.require_preprocessor()               # raw text in: an ids-only model is refused before tracing
     return builder(model)
 

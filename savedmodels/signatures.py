@@ -8,6 +8,9 @@ callers that tokenize themselves. Bad input never crashes the graph: empty and w
 result ([CLS] [SEP] only), invalid UTF-8 reads as U+FFFD, a 1 MB text is truncated to the sequence length (a
 SQuAD context and a text to tag are cut into doc-stride windows instead, so every piece of them is read), and
 inputs whose batch sizes disagree fail with an InvalidArgument that names them.
+
+An embedder (BertEmbedder) serves `serving_default` (text -> embedding, with its default prompt) and one signature
+per prompt, named as the prompt (`query`, `passage`), that prepends it.
 """
 
 from __future__ import annotations
@@ -110,3 +113,58 @@ def masked_lm(model) -> list[Signature]:
     token_ids, tokens, probabilities [batch, masks, top_k] and mask_count [batch]."""
     return [Signature("serving_default", model.serve, [text("text")],
                       warmup={"text": ["The capital of France is [MASK].", "", "[MASK] [MASK]"]})]
+
+
+RESERVED = ("serving_default", "from_ids")
+
+
+def embedding(model) -> list[Signature]:
+    """The signatures of a BertEmbedder (a sentence-transformers model), each text [batch] -> embedding
+    [batch, D] float32, as `model.encode(texts, prompt_name=...)` computes it:
+
+    - serving_default: the model's default prompt (default_prompt_name's, or none) prepended, as `encode(texts)`;
+    - one signature per prompt, named as the prompt (`query`, `passage`), that prepends that prompt (an empty
+      prompt prepends nothing), as `encode(texts, prompt_name=name)`;
+    - from_ids: the id dict (and, for a model with include_prompt=False, "prompt_length" [batch] int32: the
+      prompt's tokens with [CLS], 0 for none) -> embedding.
+
+    The texts are truncated to the model's max_seq_length (a sentence-transformers folder's, from
+    sentence_bert_config.json), after the prompt is prepended, as sentence-transformers does.
+
+    Args:
+        model: BertEmbedder with its preprocessor.
+
+    Returns:
+        list of Signature.
+
+    Raises:
+        ValueError: a prompt named as another signature (serving_default, from_ids).
+
+    Example:
+        >>> [s.name for s in embedding(load_task_model("all-MiniLM-L6-v2"))]          # doctest: +SKIP
+        ['serving_default', 'from_ids']
+    """
+    clash = [name for name in model.prompts if name in RESERVED]
+    if clash:
+        raise ValueError(f"the prompt {clash[0]!r} has the name of another signature ({', '.join(RESERVED)}): "
+                         "rename it in config_sentence_transformers.json's prompts")
+    ids = dict(IDS)
+    if not model._task_args["include_prompt"]:
+        ids["prompt_length"] = tf.TensorSpec([None], tf.int32, name="prompt_length")
+
+    def from_ids(inputs):
+        if "prompt_length" in inputs:
+            inputs = {**inputs, "prompt_length": same_batch(inputs["input_word_ids"], inputs["prompt_length"],
+                                                            names=["input_word_ids", "prompt_length"])[1]}
+        return {"embedding": tf.cast(model.inference(inputs), tf.float32)}
+
+    # Not converted by AutoGraph: the prompt's length is a Python int computed eagerly (BertEmbedder.prompt_length),
+    # which AutoGraph's int() would turn into a tensor and its `if` into a tf.cond.
+    plain = tf.autograph.experimental.do_not_convert
+    warmup = {"text": WARMUP_TEXTS}
+    signatures = [Signature("serving_default", plain(model.serve), [text("text")], warmup=warmup),
+                  Signature("from_ids", plain(from_ids), [ids])]
+    for name, prompt in model.prompts.items():
+        signatures.append(Signature(name, plain(lambda t, prompt=prompt: model.serve(t, prompt=prompt)),
+                                    [text("text")], warmup=warmup))
+    return signatures
