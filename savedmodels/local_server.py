@@ -8,11 +8,17 @@ version, in the same order, so an export that passes here passes there:
             Predict/Classify/Regress code as user requests. A version whose load or warmup fails is refused with a
             log line that says why; the version being served, if any, keeps serving.
   versions  the latest-version policy: the base path is polled (every `poll_seconds`, as
-            --file_system_poll_wait_seconds) and the newest numeric folder is loaded beside the serving one,
-            then swapped in. A request holds the version it started on until it ends, and the old session is
-            closed only when its last request has answered: no request fails or mixes versions during a swap.
+            --file_system_poll_wait_seconds) and the newest complete numeric folder is loaded beside the serving
+            one, then swapped in. A newer folder that is not a whole SavedModel yet (no saved_model.pb, no
+            variables: an upload or copy still running, or stopped part-way; versions.py) is skipped with one log
+            line naming it and what it lacks, at start-up too, where the newest complete version is served. A
+            request holds the version it started on until it ends, and the old session is closed only when its
+            last request has answered: no request fails or mixes versions during a swap.
             A refused version is retried `max_load_retries` times, `retry_seconds` apart (TF Serving's
             --max_num_load_retries, --load_retry_interval_micros), then left alone.
+  port      the port is the server's alone: no SO_REUSEPORT (gRPC sets it by default, and a second server on
+            the port would then take half the requests), and a port in use is refused (PortInUse) before any
+            model loads.
   RPCs      Predict, Classify, Regress and GetModelMetadata, with TF Serving's status codes and messages.
   batching  with `batching` (batching.BatchingParameters, TF Serving's --enable_batching
             --batching_parameters_file), concurrent requests to a signature run as one batch (batching.py).
@@ -29,17 +35,19 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import errno
 import logging
 import os
+import socket
 import threading
 import time
 
 import grpc
 from tensorflow_serving.apis import get_model_metadata_pb2, prediction_service_pb2_grpc
 
-from savedmodels.export import numeric_versions
-from savedmodels.errors import LoadError, ServingError
+from savedmodels.errors import LoadError, PortInUse, ServingError
 from savedmodels.session_bundle import SessionBundle
+from savedmodels.versions import newest_complete, numeric_versions
 
 log = logging.getLogger("savedmodels.local_server")
 
@@ -63,6 +71,7 @@ class ModelVersions:
         self._lock = threading.Lock()                             # guards current and the users counts
         self._poll_lock = threading.Lock()                        # one load at a time
         self._failures: dict[int, tuple[int, float]] = {}       # version -> (attempts, time of the last)
+        self._skipped: set[tuple[int, str]] = set()              # (incomplete version, what it lacks), logged
 
     def _load(self, number: int) -> _Version:
         path = os.path.join(self.base_path, str(number))
@@ -83,11 +92,22 @@ class ModelVersions:
         with self._poll_lock:
             self._poll()
 
+    def newest(self) -> int | None:
+        """The newest complete version (None: there is none); each newer incomplete one is logged once."""
+        newest, skipped = newest_complete(self.base_path)
+        for version, reason in sorted(skipped.items()):
+            if (version, reason) not in self._skipped:
+                self._skipped.add((version, reason))
+                instead = (f"serving version {newest}, the newest complete one" if newest is not None
+                           else "no version is complete")
+                log.warning("%s: version %d skipped: incomplete, %s (an export, upload or copy still running, or "
+                            "stopped part-way; it loads once whole); %s", self.name, version, reason, instead)
+        return newest
+
     def _poll(self) -> None:
-        versions = numeric_versions(self.base_path)
-        if not versions or (self.current and self.current.number == versions[-1]):
+        newest = self.newest()
+        if newest is None or (self.current and self.current.number == newest):
             return
-        newest = versions[-1]
         attempts, last = self._failures.get(newest, (0, 0.0))
         if attempts > self.max_load_retries or (attempts and time.monotonic() - last < self.retry_seconds):
             return
@@ -270,39 +290,100 @@ class LocalServer:
         return event
 
 
+def bind(server, port: int) -> int:
+    """Binds a gRPC server (made with `("grpc.so_reuseport", 0)`) to 127.0.0.1:`port` alone; returns the bound port
+    (a free one for 0). A port another socket holds is refused before gRPC tries it (whose refusal is a C++ log
+    line and a RuntimeError without the reason).
+
+    Args:
+        server: a grpc.server, not started.
+        port: the port; 0 for any free one.
+
+    Raises:
+        PortInUse: the port is taken (or may not be bound: a privileged port, EACCES).
+        ValueError: not a port number.
+
+    Example:
+        >>> server = grpc.server(concurrent.futures.ThreadPoolExecutor(2), options=[("grpc.so_reuseport", 0)])
+        >>> bind(server, 0) > 0
+        True
+    """
+    if not 0 <= port <= 65535:
+        raise ValueError(f"port {port} is outside 0-65535 (0: any free one)")
+    if port:
+        probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)       # as gRPC: TIME_WAIT is no owner
+            probe.bind(("127.0.0.1", port))
+        except OSError as e:
+            raise PortInUse(port, "is in use (another server?)" if e.errno == errno.EADDRINUSE
+                            else f"cannot be bound: {e.strerror}") from None
+        finally:
+            probe.close()
+    try:
+        return server.add_insecure_port(f"127.0.0.1:{port}")
+    except RuntimeError:                         # taken between the probe and the bind
+        raise PortInUse(port, "is in use (another server?)") from None
+
+
 def start_server(models: dict[str, str], port: int = 0, workers: int = 8, poll_seconds: float = 1.0,
                  max_load_retries: int = 5, retry_seconds: float = 60.0, batching=None,
                  xla_cpu_compilation_enabled: bool = False):
-    """Serves {model name: base path} on 127.0.0.1; returns (LocalServer, bound port). Stop with server.stop().
-    `batching`: batching.BatchingParameters for every model (TF Serving's --enable_batching), or None.
-    `xla_cpu_compilation_enabled`: serve XLA exports (TF Serving's --xla_cpu_compilation_enabled=true); without
-    it they are refused at load with the reason and this fix.
+    """Serves {model name: base path} on 127.0.0.1:`port`; returns (LocalServer, bound port). Stop with
+    server.stop().
 
-    Like tensorflow_model_server at start-up, each model's newest version must load (FileNotFoundError without a
-    numeric version folder, RuntimeError with the reason if it is refused); later versions are picked up by
-    polling."""
+    Like tensorflow_model_server at start-up, each model's newest complete version must load; newer incomplete
+    versions are skipped with a log line naming them, and later versions are picked up by polling. The port is
+    bound before any model loads, without SO_REUSEPORT, so a port in use fails at once.
+
+    Args:
+        models: {model name: base path holding its numeric version folders}.
+        port: the port on 127.0.0.1; 0 for a free one (the second value returned).
+        workers: gRPC threads.
+        poll_seconds: how often the base paths are polled for a new version.
+        max_load_retries: attempts at a refused version after the first (TF Serving's --max_num_load_retries).
+        retry_seconds: time between them.
+        batching: batching.BatchingParameters for every model (TF Serving's --enable_batching), or None.
+        xla_cpu_compilation_enabled: serve XLA exports (TF Serving's --xla_cpu_compilation_enabled=true); without
+            it they are refused at load with the reason and this fix.
+
+    Raises:
+        PortInUse: `port` is taken.
+        FileNotFoundError: a base path has no numeric version folder, or no complete one.
+        RuntimeError: a model's newest complete version is refused (the reason).
+
+    Example:
+        >>> server, port = start_server({"sst2": "serving/sst2"}, port=8500)     # doctest: +SKIP
+        >>> server.stop()                                                       # doctest: +SKIP
+    """
+    server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=workers),
+                         options=[("grpc.max_receive_message_length", 64 << 20),
+                                  ("grpc.max_send_message_length", 64 << 20),
+                                  ("grpc.so_reuseport", 0)])
     loaded = {}
     try:
+        bound = bind(server, port)
         for name, base_path in models.items():
-            versions = numeric_versions(base_path)
-            if not versions:
+            if not numeric_versions(base_path):
                 raise FileNotFoundError(f"{base_path} has no numeric version folder (expected {base_path}/1/...): "
                                         "export one with `bert-keras export`")
+            newest, lacking = newest_complete(base_path)
+            if newest is None:
+                lacking = "; ".join(f"{v}: {r}" for v, r in sorted(lacking.items(), reverse=True))
+                raise FileNotFoundError(f"{base_path} has no complete version to serve ({lacking}): export one "
+                                        "with `bert-keras export`")
             model = ModelVersions(name, base_path, max_load_retries, retry_seconds, batching,
                                   xla_cpu_compilation_enabled)
             loaded[name] = model
-            newest = versions[-1]
+            model.newest()                            # logs the newer incomplete versions it skips
             try:
                 model.current = model._load(newest)
             except LoadError as e:
                 raise RuntimeError(f"{name}: version {newest} could not be served: {e}") from e
-        server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=workers),
-                             options=[("grpc.max_receive_message_length", 64 << 20),
-                                      ("grpc.max_send_message_length", 64 << 20)])
         prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(PredictionService(loaded), server)
-        bound = server.add_insecure_port(f"127.0.0.1:{port}")
         server.start()
     except BaseException:
+        server.stop(None)
         for model in loaded.values():
             model.close()
         raise
