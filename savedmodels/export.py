@@ -33,6 +33,8 @@ from bert_keras.atomic import atomic_file
 from savedmodels import signatures as sig
 from savedmodels.method_names import set_method_names
 from savedmodels.saving import save_servable
+from savedmodels.leftovers import exporting
+from savedmodels.versions import newest_complete, numeric_versions
 
 
 def task_signatures(model) -> list:
@@ -47,16 +49,6 @@ def task_signatures(model) -> list:
                         "(BertClassifier, BertSpanLabeler, BertMultipleChoice, BertTagger, BertMaskedLM, BertEmbedder)")
     model.require_preprocessor()               # raw text in: an ids-only model is refused before tracing
     return builder(model)
-
-
-def numeric_versions(model_dir: str) -> list[int]:
-    """The version folders TF Serving sees under a model's base path, ascending: numeric names only (our
-    temporary `.N.partial-*` folders are not); [] when there is no such folder."""
-    try:
-        names = storage.listdir(model_dir)
-    except (FileNotFoundError, NotADirectoryError):
-        return []
-    return sorted(int(v) for v in names if v.isdigit() and storage.isdir(os.path.join(model_dir, v)))
 
 
 def next_version(model_dir: str) -> int:
@@ -162,6 +154,8 @@ class ServingExport:
             whose per-window outputs do not have the batch as dimension 0, which TF Serving's `--enable_batching`
             requires of every output. The flag holds for the whole server, so one of them turns it off for all.
         xla: an XLA export, which the server runs only with `--xla_cpu_compilation_enabled=true`.
+        removed: [(path, bytes)] of the temporaries killed exports had left under the base path, removed before
+            this one wrote (leftovers.py).
     """
     version: str
     keras_file: str
@@ -170,6 +164,7 @@ class ServingExport:
     model_names: tuple
     unbatchable: tuple = ()
     xla: bool = False
+    removed: tuple = ()
 
     @property
     def batchable(self) -> bool:
@@ -196,7 +191,8 @@ def export_for_serving(model, base_path: str, model_name: str, version: int | No
 
     One sequence for the command line, the demo and the notebook: the version folder (atomic, op-checked,
     warm-up records), `model.keras` beside it, `models.config` listing every model under the base path, and
-    `batching_parameters.txt` (an operator's own file is kept).
+    `batching_parameters.txt` (an operator's own file is kept). What killed exports left under the base path is
+    removed first, unless another export is writing there (leftovers.py).
 
     Args:
         model: a task model with its preprocessor (BertClassifier, BertSpanLabeler, BertMultipleChoice, BertTagger).
@@ -224,10 +220,14 @@ def export_for_serving(model, base_path: str, model_name: str, version: int | No
         batching = BatchingParameters(max_batch_size=shapes.batch_sizes[-1], batch_timeout_micros=2000,
                                       num_batch_threads=2, max_enqueued_batches=100,
                                       allowed_batch_sizes=shapes.batch_sizes)
-    path = export_task_model(with_precision(model, precision), base_path, model_name, version, xla=shapes)
-    names = tuple(sorted(d for d in storage.listdir(base_path) if numeric_versions(os.path.join(base_path, d))))
-    newest = {n: os.path.join(base_path, n, str(numeric_versions(os.path.join(base_path, n))[-1])) for n in names}
-    return ServingExport(version=path, keras_file=os.path.join(base_path, model_name, "model.keras"),
-                         models_config=write_models_config(base_path, list(names)),
-                         batching_parameters=write_batching_parameters(base_path, batching), model_names=names,
-                         unbatchable=tuple(n for n in names if not may_batch(newest[n])), xla=shapes is not None)
+    with exporting(base_path) as removed:
+        path = export_task_model(with_precision(model, precision), base_path, model_name, version, xla=shapes)
+        names = tuple(sorted(d for d in storage.listdir(base_path) if numeric_versions(os.path.join(base_path, d))))
+        newest = {n: os.path.join(base_path, n, str(newest_complete(os.path.join(base_path, n))[0]
+                                                    or numeric_versions(os.path.join(base_path, n))[-1]))
+                  for n in names}
+        return ServingExport(version=path, keras_file=os.path.join(base_path, model_name, "model.keras"),
+                             models_config=write_models_config(base_path, list(names)),
+                             batching_parameters=write_batching_parameters(base_path, batching), model_names=names,
+                             unbatchable=tuple(n for n in names if not may_batch(newest[n])),
+                             xla=shapes is not None, removed=tuple(removed))
