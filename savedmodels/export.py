@@ -31,9 +31,9 @@ import tensorflow as tf
 from bert_keras import storage
 from bert_keras.atomic import atomic_file
 from savedmodels import signatures as sig
+from savedmodels.leftovers import exporting
 from savedmodels.method_names import set_method_names
 from savedmodels.saving import save_servable
-from savedmodels.leftovers import exporting
 from savedmodels.versions import newest_complete, numeric_versions
 
 
