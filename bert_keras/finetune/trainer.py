@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 import time
 
 import tensorflow as tf
@@ -41,8 +42,8 @@ from bert_keras.training.config import TrainingConfig
 from bert_keras.training.input_pipelines import distributed_input
 from bert_keras.training.record import run_record
 from bert_keras.training.resume import ResumeCheckpoint
-from bert_keras.training.setup import (build_from_spec, compile_for_training, fit, log_callbacks, output_folder,
-                                       start, static_batches)
+from bert_keras.training.setup import (build_from_spec, compile_for_training, fit, live_progress, log_callbacks,
+                                       output_folder, start, static_batches)
 
 
 @dataclasses.dataclass
@@ -275,6 +276,8 @@ def _finetune(config: FinetuneConfig, callbacks: list | None) -> dict:
               f"({checkpoint.folder})", flush=True)
     elif done:
         print(f"resumed after epoch {done} ({checkpoint.folder})", flush=True)
+    else:           # a fresh start: the TensorBoard files of a run stopped before its first point go
+        storage.rmtree(os.path.join(out, "logs"))
     # The evaluation before the logs, so they see its metric; the checkpoint after the records it keeps.
     own = [timer, *([evaluator] if evaluator else []), checkpoint,
            *log_callbacks(out, task.metric_name if evaluation else None, config.log_every)]
@@ -288,8 +291,13 @@ def _finetune(config: FinetuneConfig, callbacks: list | None) -> dict:
     if checkpoint.batch and isinstance(train_input, tf.data.Dataset):
         build_from_spec(model, train_input.element_spec)    # the epoch's running metrics load before its first step
     started = time.perf_counter()
-    fit(model, train_input, config, epochs=max(1, int(-(-config.epochs // 1))), steps_per_epoch=per_step,
-        initial_epoch=done, callbacks=own + list(callbacks or []))
+    try:
+        fit(model, train_input, config, epochs=max(1, int(-(-config.epochs // 1))), steps_per_epoch=per_step,
+            initial_epoch=done, callbacks=own + list(callbacks or []))
+    except KeyboardInterrupt:      # Ctrl-C: where the same command goes on (on its own line after a live bar)
+        print(("\n" if config.progress and live_progress() else "") + checkpoint.interrupted(total_steps),
+              file=sys.stderr, flush=True)
+        raise
     timing = _timing(time.perf_counter() - started, timer.seconds, evaluator.seconds if evaluator else [],
                      sequences if not drop or packed else per_epoch * config.batch_size)
     scores = evaluator.history if evaluator else []

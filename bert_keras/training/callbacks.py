@@ -1,12 +1,14 @@
-"""Keras callbacks the trainers share: the official metric after every epoch, the time each epoch takes, and a
-PNG of the training curves."""
+"""Keras callbacks the trainers share: the official metric after every epoch, the time each epoch takes, a PNG of
+the training curves, and TensorBoard logs at the run's global step (a resumed run continues its killed run's curve)."""
 
 from __future__ import annotations
 
+import os
 import time
 
 import keras
 
+from bert_keras import storage
 from bert_keras.atomic import atomic_file
 
 
@@ -69,8 +71,68 @@ class EpochTimer(keras.callbacks.Callback):
             self._start = None
 
 
+def optimizer_step(model) -> int:
+    """The optimizer's step count of `model` (its `iterations`): where a resumed run goes on from. Read it when
+    `fit` starts: on JAX the variables lag behind the steps while `fit` runs."""
+    return int(keras.ops.convert_to_numpy(model.optimizer.iterations))
+
+
+def last_logged_step(folder: str, prefix: str = "batch_") -> int:
+    """The highest step of the scalars named `prefix...` in the TensorBoard event files in `folder` (0 if none):
+    the batch summaries a killed run wrote, which its resumed run must not write again. A record cut off by the
+    kill ends its file's reading (the points before it count).
+
+    Example:
+        >>> last_logged_step("no_such_run/logs/train")
+        0
+    """
+    import tensorflow as tf
+    if not storage.isdir(folder):
+        return 0
+    last = 0
+    for name in storage.listdir(folder):
+        if not name.startswith("events.out.tfevents."):
+            continue
+        try:
+            for record in tf.data.TFRecordDataset(os.path.join(folder, name)).as_numpy_iterator():
+                event = tf.compat.v1.Event.FromString(record)
+                if event.step > last and any(v.tag.startswith(prefix) for v in event.summary.value):
+                    last = event.step
+        except tf.errors.DataLossError:           # the last record of a killed writer, cut off
+            pass
+    return last
+
+
+class StepCount:
+    """The run's global step at each batch, counted from the optimizer's step when `fit` starts (a resumed run's
+    saved step): the step a batch ends at is the count when its epoch began plus the batch's index in `fit`'s
+    epoch + 1, which holds with steps_per_execution > 1 and on JAX, where reading the optimizer's variable each
+    batch would lag."""
+
+    def __init__(self):
+        self.step, self._epoch_start = 0, 0
+
+    def start(self, model) -> int:
+        self.step = self._epoch_start = optimizer_step(model)
+        return self.step
+
+    def epoch(self) -> None:
+        self._epoch_start = self.step
+
+    def batch(self, batch: int) -> int:
+        self.step = self._epoch_start + batch + 1
+        return self.step
+
+
 class TensorBoard(keras.callbacks.TensorBoard):
-    """keras.callbacks.TensorBoard that records every epoch's logs. Keras' own leaves its batch-level
+    """keras.callbacks.TensorBoard on the run's global step, continued by a resumed run, and safe from a kill.
+
+    Keras' own counts the batches of each `fit` call from 0: a run killed at step 91 and resumed logged its steps
+    92-120 as 10 and 20, over the first run's curve. Here each batch's summaries are written at the optimizer's
+    step (StepCount); the steps the folder's event files already hold (a killed run logged them after its last
+    resume point, from the same batches) are not written again, so the runs draw one curve without a repeated step;
+    and the writer is flushed at each logged step and epoch, so a kill loses none of them (a writer flushes every
+    2 minutes otherwise). It also records every epoch's logs: Keras' own leaves its batch-level
     `record_if(step % update_freq == 0)` in force when the epoch ends, so with an integer `update_freq` an epoch
     whose last step is not a multiple of it records nothing (tensorflow/tensorflow#49109, open).
 
@@ -80,16 +142,43 @@ class TensorBoard(keras.callbacks.TensorBoard):
         10
     """
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._count, self._logged_until = StepCount(), 0
+
+    def on_train_begin(self, logs=None):
+        super().on_train_begin(logs)
+        self._global_train_batch = self._count.start(self.model)
+        self._logged_until = last_logged_step(self._train_dir) if self._global_train_batch else 0
+
+    def on_epoch_begin(self, epoch, logs=None):
+        super().on_epoch_begin(epoch, logs)
+        self._count.epoch()
+
+    def on_train_batch_end(self, batch, logs=None):
+        step = self._count.batch(batch)
+        if step != self._global_train_batch:      # (steps_per_execution > 1: Keras counted one a call)
+            self._global_train_batch = step
+            if self.update_freq != "epoch":
+                self._pop_writer()
+                self._push_writer(self._train_writer, step)
+        new = step > self._logged_until
+        super().on_train_batch_end(batch, logs if new else None)
+        if new and self.update_freq != "epoch" and step % self.update_freq == 0:
+            self._train_writer.flush()
+
     def on_epoch_end(self, epoch, logs=None):
         import tensorflow as tf
         with tf.summary.record_if(True):
             super().on_epoch_end(epoch, logs)
+        self._train_writer.flush()
 
 
 class LearningRateLog(keras.callbacks.Callback):
     """The optimizer's learning rate every `every` steps, as the TensorBoard scalar `batch_learning_rate` in
-    `logdir` (beside Keras' `batch_loss`), at the optimizer's step count. The step's logs are left as they are
-    (Keras reads the epoch's metrics from them when their keys are its own).
+    `logdir` (beside Keras' `batch_loss`), at the run's global step (StepCount: a resumed run goes on from its
+    step, and steps its killed run logged already are not written again), flushed at once (a kill loses none).
+    The step's logs are left as they are (Keras reads the epoch's metrics from them when their keys are its own).
 
     Args:
         logdir: the folder for the event file (the TensorBoard callback's `<log_dir>/train`).
@@ -102,16 +191,18 @@ class LearningRateLog(keras.callbacks.Callback):
     def __init__(self, logdir: str, every: int = 10):
         super().__init__()
         self.logdir, self.every, self._writer, self._logged = logdir, every, None, 0
-
-    def _step(self) -> int:
-        return int(keras.ops.convert_to_numpy(self.model.optimizer.iterations))
+        self._count = StepCount()
 
     def on_train_begin(self, logs=None):
-        self._logged = self._step() // self.every           # a resumed run goes on from its step
+        step = self._count.start(self.model)
+        self._logged = max(step, last_logged_step(self.logdir, "batch_learning_rate") if step else 0) // self.every
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._count.epoch()
 
     def on_train_batch_end(self, batch, logs=None):
         import tensorflow as tf
-        step = self._step()
+        step = self._count.batch(batch)
         if step // self.every <= self._logged:     # (steps_per_execution > 1 may step over the multiple itself)
             return
         self._logged = step // self.every
@@ -120,6 +211,7 @@ class LearningRateLog(keras.callbacks.Callback):
         rate = float(keras.ops.convert_to_numpy(self.model.optimizer.learning_rate))
         with self._writer.as_default():
             tf.summary.scalar("batch_learning_rate", rate, step=step)
+        self._writer.flush()
 
     def on_train_end(self, logs=None):
         if self._writer is not None:
@@ -144,10 +236,16 @@ class TrainingCurves(keras.callbacks.Callback):
     def __init__(self, path: str, metric: str | None = None):
         super().__init__()
         self.path, self.metric, self.losses, self.epochs = path, metric, [], []
-        self.step = 0
+        self.step, self._count = 0, StepCount()
+
+    def on_train_begin(self, logs=None):
+        self.step = self._count.start(self.model)      # a resumed run draws at its own steps
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._count.epoch()
 
     def on_train_batch_end(self, batch, logs=None):
-        self.step += 1
+        self.step = self._count.batch(batch)
         if logs and "loss" in logs:
             self.losses.append((self.step, float(logs["loss"])))
 

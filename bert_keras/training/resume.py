@@ -238,6 +238,7 @@ class ResumeCheckpoint(keras.callbacks.Callback):
         self.steps_per_epoch, self.save_every, self.save_seconds = steps_per_epoch, save_every, save_seconds
         self.losses: list[float] = []
         self.step, self.batch = 0, 0          # batches trained in all, and in the current epoch
+        self.saved: int | None = None        # the step of the last point written or restored (None: none yet)
         self._resumed = None                  # a point within an epoch: its running metrics and seconds
         self._offset, self._epoch, self._saved_step, self._saved_at, self._stopped = 0, 0, 0, 0.0, False
 
@@ -260,7 +261,7 @@ class ResumeCheckpoint(keras.callbacks.Callback):
             self.timer.seconds = list(record["train_seconds"])
         epoch = int(record["epoch"])
         self.step = int(record.get("step", epoch * (self.steps_per_epoch or 0)))    # (points of epochs only)
-        self.batch, self._saved_step = int(record.get("batch", 0)), self.step
+        self.batch, self._saved_step, self.saved = int(record.get("batch", 0)), self.step, self.step
         if self.batch:
             self._resumed = record
         return epoch
@@ -310,7 +311,23 @@ class ResumeCheckpoint(keras.callbacks.Callback):
             start = getattr(self.timer, "_start", None)
             record["epoch_seconds"] = time.perf_counter() - start if start is not None else 0.0
         save_resume_point(self.model, self.folder, self.step, record)
-        self._saved_step, self._saved_at = self.step, time.monotonic()
+        self._saved_step, self._saved_at, self.saved = self.step, time.monotonic(), self.step
+
+    def interrupted(self, total_steps: int) -> str:
+        """The line a run stopped by Ctrl-C prints: the step it reached and where the same command goes on.
+
+        Args:
+            total_steps: the run's number of training steps.
+
+        Example:
+            >>> ResumeCheckpoint("run/backup", {}).interrupted(120)
+            'interrupted at step 0 of 120, before its first resume point: the same command starts it again'
+        """
+        if self.saved is None:
+            return (f"interrupted at step {self.step} of {total_steps}, before its first resume point: the same "
+                    "command starts it again")
+        return (f"interrupted at step {self.step} of {total_steps}: run the same command again to resume from step "
+                f"{self.saved} (saved in {self.folder})")
 
     def finish(self) -> None:
         """Removes the resume folder: call it once the run's results are saved."""
