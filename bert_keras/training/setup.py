@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import os
+import sys
 
 import keras
 import tensorflow as tf
@@ -105,13 +106,25 @@ def log_callbacks(out: str, metric: str | None, log_every: int = 10) -> list:
             TrainingCurves(os.path.join(out, "training_curves.png"), metric)]
 
 
+def live_progress() -> bool:
+    """Can stdout show a progress bar that redraws itself: a terminal, or a notebook's output (which reads "\r")?
+    A log file or a pipe cannot: Keras' bar (which assumes any POSIX stdout can, keras.utils.Progbar) writes its
+    ANSI colours, "\b" and "\r" there, and its lines end only with the epoch."""
+    return ((hasattr(sys.stdout, "isatty") and sys.stdout.isatty()) or "ipykernel" in sys.modules
+            or "PYCHARM_HOSTED" in os.environ)
+
+
 def fit(model, data, config, *, epochs: int, steps_per_epoch: int, callbacks: list, initial_epoch: int = 0):
     """`model.fit` on a tf.data input that is already shuffled (shuffle=False: Keras would ignore it and warn),
-    with a progress bar or one line per epoch (`config.progress`)."""
+    with a progress bar (`config.progress`, on a terminal: live_progress) or one plain line per epoch. Keras'
+    progress logger runs before `callbacks` (unless they bring their own), so its epoch line is finished before
+    a callback prints its own summary at the epoch's end (EpochEvaluation's "epoch 1: accuracy ...")."""
     if not on_tensorflow() and isinstance(data, tf.data.Dataset):
         build_from_spec(model, data.element_spec)
+    if not any(isinstance(c, keras.callbacks.ProgbarLogger) for c in callbacks):
+        callbacks = [keras.callbacks.ProgbarLogger(), *callbacks]
     return model.fit(data, epochs=epochs, steps_per_epoch=steps_per_epoch, initial_epoch=initial_epoch,
-                     callbacks=callbacks, verbose=1 if config.progress else 2, shuffle=False)
+                     callbacks=callbacks, verbose=1 if config.progress and live_progress() else 2, shuffle=False)
 
 
 def build_from_spec(model, element_spec) -> None:
