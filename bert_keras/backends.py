@@ -16,6 +16,9 @@ TPU or GPU belongs to JAX (or PyTorch), and a second claim on it fails.
 
 from __future__ import annotations
 
+import os
+import sys
+
 import keras
 import numpy as np
 import tensorflow as tf
@@ -31,6 +34,51 @@ def backend() -> str:
 def on_tensorflow() -> bool:
     """True on Keras' TensorFlow backend, where the TensorFlow-only fast paths and graph tracing apply."""
     return backend() == "tensorflow"
+
+
+# What the `tensorflow` wheel (CUDA-enabled since 2.15) logs when it first looks for devices on a machine without
+# NVIDIA's driver: "E ... cuda_platform.cc:51] failed call to cuInit: ... UNKNOWN ERROR (303)" (an ERROR line, so
+# TF_CPP_MIN_LOG_LEVEL 1 shows it; tensorflow/tensorflow#37689), and at level 0 "Could not find cuda drivers".
+NO_DRIVER_LINES = ("failed call to cuInit", "Could not find cuda drivers")
+
+
+def find_devices_quietly() -> list:
+    """TensorFlow's devices, found now (TensorFlow looks once a process: else at its first op), without the lines
+    it logs on a machine with no GPU driver (NO_DRIVER_LINES); anything else it writes to stderr meanwhile is
+    written there after. `import bert_keras` calls it when TF_CPP_MIN_LOG_LEVEL is the library's default, so a
+    CPU-only machine prints nothing, while TensorFlow's other warnings and errors still show; a user who sets
+    TF_CPP_MIN_LOG_LEVEL sees what that level shows.
+
+    Why at the file descriptor: the line comes from C++ (TensorFlow's own logging, which reads its level once),
+    and the wheel's CUDA stub fails before it reads CUDA_VISIBLE_DEVICES, so no setting skips the attempt.
+
+    Returns:
+        tf.config.list_physical_devices().
+
+    Example:
+        >>> [d.device_type for d in find_devices_quietly()][:1]
+        ['CPU']
+    """
+    import tempfile
+    try:
+        saved = os.dup(2)
+    except OSError:                       # no stderr to filter (a closed descriptor 2)
+        return tf.config.list_physical_devices()
+    with tempfile.TemporaryFile() as captured:
+        sys.stderr.flush()
+        os.dup2(captured.fileno(), 2)
+        try:
+            devices = tf.config.list_physical_devices()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        captured.seek(0)
+        text = captured.read().decode("utf-8", "replace")
+    kept = "".join(line for line in text.splitlines(keepends=True) if not any(n in line for n in NO_DRIVER_LINES))
+    if kept:
+        sys.stderr.write(kept)
+        sys.stderr.flush()
+    return devices
 
 
 def hide_accelerators_from_tensorflow() -> None:

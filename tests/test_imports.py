@@ -1,11 +1,14 @@
 """Data flows one way. No import circles: no module imports (at the top or inside a function) a module that
 imports it back (modules importing their own package's __init__ are not circles). And the layers hold:
-bert_keras (the library) < savedmodels (serving, built on it) < bert_keras_cli (the command line and the demo)."""
+bert_keras (the library) < savedmodels (serving, built on it) < bert_keras_cli (the command line and the demo).
+And importing the library, then using it, prints nothing to stderr."""
 
 import ast
 import pathlib
 import subprocess
 import sys
+
+import pytest
 
 from conftest import REPO
 
@@ -124,3 +127,33 @@ def test_no_test_folder_shadows_a_package():
     taken = (set(importlib.metadata.packages_distributions()) | _OPTIONAL_IMPORTS) - ours
     folders = {p.name for p in (REPO / "tests").iterdir() if p.is_dir() and not (p / "__init__.py").exists()}
     assert not folders & taken, f"rename these test folders: {sorted(folders & taken)}"
+
+
+# What a library user runs first: the import, then a first op and a model (TensorFlow looks for devices once).
+FIRST_USE = """
+import sys
+import bert_keras
+print("imported", file=sys.stderr, flush=True)
+import numpy as np
+from bert_keras import PRESETS, BertEncoder
+ids = np.ones((1, 4), "int32")
+BertEncoder(PRESETS["bert_tiny"])({"input_word_ids": ids, "input_mask": ids, "input_type_ids": 0 * ids})
+"""
+
+
+@pytest.mark.integration                 # fresh processes: TensorFlow reads its log level once a process
+def test_the_library_prints_nothing_to_stderr_unless_the_user_asks_tensorflow_to():
+    """`import bert_keras` and a first model call write nothing to stderr in a user's environment (no
+    TF_CPP_MIN_LOG_LEVEL); on a machine without a GPU driver TensorFlow's first look for devices logged "failed
+    call to cuInit" there (an ERROR line, which the library's default level 1 shows). A user's own level is
+    theirs: at 0 the same process shows that line and TensorFlow's start-up notes (oneDNN, cpu_feature_guard)."""
+    from tensorflow_log_lines import command_env, tensorflow_log_lines
+    running = {level: subprocess.Popen([sys.executable, "-c", FIRST_USE], cwd=REPO, env=env, text=True,
+                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+               for level, env in {None: command_env(), "0": command_env(TF_CPP_MIN_LOG_LEVEL="0")}.items()}
+    stderr = {}
+    for level, process in running.items():         # (side by side)
+        _, stderr[level] = process.communicate(timeout=600)
+        assert process.returncode == 0, stderr[level][-3000:]
+    assert stderr[None] == "imported\n", stderr[None]
+    assert tensorflow_log_lines(stderr["0"]), "TensorFlow logs nothing at level 0: update FIRST_USE\n" + stderr["0"]
