@@ -1,6 +1,7 @@
 """TensorFlow's log lines off for the `bert-keras` command's process (never set by the library): its C++ lines
 by TF_CPP_MIN_LOG_LEVEL (quiet_tensorflow_cpp_logs), its Abseil lines through Abseil (set_absl_min_log_level);
-quiet_tensorflow_logs, which main() runs before any command loads TensorFlow, does both.
+and Python's warnings one line each, without their source line (one_line_warnings). quiet_tensorflow_logs, which
+main() runs before any command loads TensorFlow, does all three.
 
 TensorFlow 2.20 logs through two systems. Its own (tsl) lines obey TF_CPP_MIN_LOG_LEVEL, which bert_keras
 defaults to 1 for a library user's process. Parts built on Abseil's logging (absl/log) do not: the first TF1
@@ -41,8 +42,9 @@ _SYMBOL = re.compile(rb"_ZN4absl12lts_\d+14SetMinLogLevelENS0_18LogSeverityAtLea
 def quiet_tensorflow_logs() -> bool:
     """No TensorFlow log line in the `bert-keras` command's process, unless the user set TF_CPP_MIN_LOG_LEVEL:
     its C++ lines at that level (3 when unset: quiet_tensorflow_cpp_logs) and its Abseil lines at the same level
-    (0 shows every line, 1 hides INFO, 2 also WARNING, 3 also ERROR). Runs before TensorFlow loads (main() calls
-    it first); a command's failures still reach the user as Python errors with their messages.
+    (0 shows every line, 1 hides INFO, 2 also WARNING, 3 also ERROR); and Python's warnings one line each
+    (one_line_warnings). Runs before TensorFlow loads (main() calls it first); a command's failures still reach
+    the user as Python errors with their messages.
 
     Returns:
         True if Abseil's level was set too (see set_absl_min_log_level).
@@ -52,7 +54,25 @@ def quiet_tensorflow_logs() -> bool:
         True
     """
     quiet_tensorflow_cpp_logs()
+    one_line_warnings()
     return set_absl_min_log_level(cpp_log_level())
+
+
+def one_line_warnings() -> None:
+    """Python's warnings (Keras' and TensorFlow's `warnings.warn`) as one line each in the command's process:
+    "<file>:<line>: <Category>: <message>", without the source line Python prints under it (for Keras' that line
+    is its own `  warnings.warn(`) and with a message's line breaks as spaces. Which warnings show is left to
+    Python's filters (`-W`, PYTHONWARNINGS).
+
+    Example:
+        >>> one_line_warnings()   # doctest: +SKIP
+    """
+    import warnings
+    warnings.formatwarning = _one_line_warning
+
+
+def _one_line_warning(message, category, filename, lineno, line=None) -> str:
+    return f"{filename}:{lineno}: {category.__name__}: {' '.join(str(message).split())}\n"
 
 
 def quiet_tensorflow_cpp_logs() -> None:
