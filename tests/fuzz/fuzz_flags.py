@@ -19,7 +19,8 @@ from fuzz_cases import Case, slug
 
 TINY = ("--model", "bert_tiny", "--vocab", "{vocab}")
 # A valid, quick command line of each subcommand ({name}: a fuzz_inputs path, {out}: the case's output; its
-# positionals before its flags), with whether it starts a run (fine-tuning, pretraining, an export, the demo) that a bad value might not stop.
+# positionals before its flags), with whether it starts a run (fine-tuning, pretraining, an export, the demo) that
+# a bad value might not stop.
 BASES = {
     "demo": (("demo", "--quiet", "--out", "{out}"), True),
     "embed": (("embed", "a sentence"), False),
@@ -167,7 +168,7 @@ def with_flag(base, command_words: int, action, values: list[str] | None) -> lis
     head, positionals, groups = _split(base, command_words)
     if not action.option_strings:
         return _join(head, list(values or []), groups)
-    groups = [g for g in groups if g[0] not in action.option_strings and g[0].split("=")[0] not in action.option_strings]
+    groups = [g for g in groups if g[0].split("=")[0] not in action.option_strings]
     flag = next((o for o in action.option_strings if o.startswith("--")), action.option_strings[0])
     if values is None or not values:
         groups.append([flag])

@@ -24,7 +24,8 @@ STSB = ("index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\ts
         "1\tmain\tf\t2012\t2\tnone\tnone\ta cat\ta car\t0.5\n2\tmain\tf\t2012\t3\tnone\tnone\tgo\tleave\t2.0\n")
 SQUAD = {"version": "1.1", "data": [{"title": "t", "paragraphs": [
     {"context": "The cat sat on the mat in Paris last year .",
-     "qas": [{"id": "q1", "question": "where did the cat sit ?", "answers": [{"text": "on the mat", "answer_start": 8}]},
+     "qas": [{"id": "q1", "question": "where did the cat sit ?",
+              "answers": [{"text": "on the mat", "answer_start": 12}]},
              {"id": "q2", "question": "which city ?", "answers": [{"text": "Paris", "answer_start": 26}]}]},
     {"context": "Bert is a model that reads text in both directions .",
      "qas": [{"id": "q3", "question": "what is bert ?", "answers": [{"text": "a model", "answer_start": 8}]}]}]}]}

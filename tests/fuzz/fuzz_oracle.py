@@ -87,7 +87,8 @@ def half_written(folder: pathlib.Path) -> list[str]:
 def check_outcome(o: Outcome) -> None:
     """The oracle: exit 0 without a traceback, or tests/test_bad_input.py's one-line refusal; nothing
     half-written under the case's folder or in its temporary directory; a refusal leaves no --out."""
-    shown = f"bert-keras {' '.join(map(str, o.argv))}: exit {o.code}\nstderr:\n{o.err[-3000:]}\nstdout:\n{o.out[-2000:]}"
+    shown = (f"bert-keras {' '.join(map(str, o.argv))}: exit {o.code}\nstderr:\n{o.err[-3000:]}\n"
+             f"stdout:\n{o.out[-2000:]}")
     if o.code == 0:
         assert "Traceback" not in o.err and "Traceback" not in o.out, shown
     else:

@@ -16,12 +16,16 @@ def run_and_check(case, inputs, tmp_path, capsys, monkeypatch) -> None:
         _ensure_export(inputs)
     try:
         outcome = run_case(case, inputs, tmp_path, capsys, monkeypatch)
-    except pytest.fail.Exception as e:
+        check_outcome(outcome)
+    except (pytest.fail.Exception, AssertionError) as e:
         if case.heavy and "CaseTimeout" in str(e):
             pytest.skip(f"accepted: still running at its {case.seconds:g} s bound (a run this fuzzer does not "
                         "wait for)")
-        raise
-    check_outcome(outcome)
+        message = str(e).encode("utf-8", "backslashreplace").decode("utf-8")
+        if message == str(e):
+            raise
+        # An undecodable argument (a surrogate) in the report would stop pytest-xdist's workers from sending it.
+        pytest.fail(message)
 
 
 def _ensure_export(inputs) -> None:
