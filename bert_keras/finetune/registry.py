@@ -7,6 +7,7 @@ import inspect
 
 from bert_keras.finetune.base import Task
 from bert_keras.finetune.classification import ClassificationTask
+from bert_keras.finetune.embedding import EmbeddingTask, RerankTask
 from bert_keras.finetune.multiple_choice import MultipleChoiceTask
 from bert_keras.finetune.squad import SquadTask
 from bert_keras.finetune.tagging import TaggingTask
@@ -17,6 +18,8 @@ TASKS: dict[str, type] = {
     **{name: MultipleChoiceTask for name in ("swag", "openbookqa", "arc", "commonsenseqa", "multiple_choice")},
     **{name: SquadTask for name in ("squad", "squad_v1", "squad_v2")},
     **{name: TaggingTask for name in ("conll2003", "ner", "tagging")},
+    "embedding": EmbeddingTask,
+    "rerank": RerankTask,
 }
 
 
@@ -31,5 +34,5 @@ def get_task(name: str, **kwargs) -> Task:
     if unknown:
         flags = ", ".join(f"--{k.replace('_', '-')}" for k in unknown)
         raise ValueError(f"{flags}: not an option of --task {key} (SQuAD's windows and answers: --task squad or "
-                         f"squad_v2); drop it")
+                         f"squad_v2; --loss, --pooling, --mini-batch-size: --task embedding); drop it")
     return TASKS[key](key, **kwargs)

@@ -57,6 +57,8 @@ def start_from_source_head(model, source: str) -> str | None:
         'continuing the BertForSequenceClassification head of hf_sst2 (labels 0, 1)'
     """
     from bert_keras.storage import local_copy
+    if hasattr(model, "start_from_source"):       # a model that reads its sources itself (finetune/embedding_model.py)
+        return model.start_from_source(source)
     if not is_huggingface_task_folder(local_copy(source)):     # (a folder on a bucket: its local copy)
         return None
     head = read_task_head(local_copy(source))
