@@ -334,7 +334,8 @@ def start_server(models: dict[str, str], port: int = 0, workers: int = 8, poll_s
 
     Like tensorflow_model_server at start-up, each model's newest complete version must load; newer incomplete
     versions are skipped with a log line naming them, and later versions are picked up by polling. The port is
-    bound before any model loads, without SO_REUSEPORT, so a port in use fails at once.
+    bound after the base paths are read and before any model loads, without SO_REUSEPORT, so a port in use fails
+    at once.
 
     Args:
         models: {model name: base path holding its numeric version folders}.
@@ -356,6 +357,16 @@ def start_server(models: dict[str, str], port: int = 0, workers: int = 8, poll_s
         >>> server, port = start_server({"sst2": "serving/sst2"}, port=8500)     # doctest: +SKIP
         >>> server.stop()                                                       # doctest: +SKIP
     """
+    newest = {}
+    for name, base_path in models.items():                     # what to serve: before the port, before any load
+        if not numeric_versions(base_path):
+            raise FileNotFoundError(f"{base_path} has no numeric version folder (expected {base_path}/1/...): "
+                                    "export one with `bert-keras export`")
+        newest[name], lacking = newest_complete(base_path)
+        if newest[name] is None:
+            lacking = "; ".join(f"{v}: {r}" for v, r in sorted(lacking.items(), reverse=True))
+            raise FileNotFoundError(f"{base_path} has no complete version to serve ({lacking}): export one "
+                                    "with `bert-keras export`")
     server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=workers),
                          options=[("grpc.max_receive_message_length", 64 << 20),
                                   ("grpc.max_send_message_length", 64 << 20),
@@ -364,22 +375,14 @@ def start_server(models: dict[str, str], port: int = 0, workers: int = 8, poll_s
     try:
         bound = bind(server, port)
         for name, base_path in models.items():
-            if not numeric_versions(base_path):
-                raise FileNotFoundError(f"{base_path} has no numeric version folder (expected {base_path}/1/...): "
-                                        "export one with `bert-keras export`")
-            newest, lacking = newest_complete(base_path)
-            if newest is None:
-                lacking = "; ".join(f"{v}: {r}" for v, r in sorted(lacking.items(), reverse=True))
-                raise FileNotFoundError(f"{base_path} has no complete version to serve ({lacking}): export one "
-                                        "with `bert-keras export`")
             model = ModelVersions(name, base_path, max_load_retries, retry_seconds, batching,
                                   xla_cpu_compilation_enabled)
             loaded[name] = model
             model.newest()                            # logs the newer incomplete versions it skips
             try:
-                model.current = model._load(newest)
+                model.current = model._load(newest[name])
             except LoadError as e:
-                raise RuntimeError(f"{name}: version {newest} could not be served: {e}") from e
+                raise RuntimeError(f"{name}: version {newest[name]} could not be served: {e}") from e
         prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(PredictionService(loaded), server)
         server.start()
     except BaseException:
