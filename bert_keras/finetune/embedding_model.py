@@ -91,9 +91,10 @@ class EmbeddingTrainingModel(keras.Model):
                 f"{len(args['dense'])} Dense, {'normalized' if args['normalize'] else 'not normalized'}")
 
     # ---- GradCache ---------------------------------------------------------------------------------------------
-    def train_step(self, data):
-        if self.mini_batch_size is None:
-            return super().train_step(data)
+    def train_step(self, *args):
+        if self.mini_batch_size is None:            # Keras' step ((data) on TensorFlow, (state, data) on JAX)
+            return super().train_step(*args)
+        (data,) = args
         import tensorflow as tf
         from keras.src.losses.loss import unscale_loss_for_distribution
         x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
