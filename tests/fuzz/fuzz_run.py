@@ -17,6 +17,7 @@ def run_and_check(case, inputs, tmp_path, capsys, monkeypatch) -> None:
     try:
         outcome = run_case(case, inputs, tmp_path, capsys, monkeypatch)
         check_outcome(outcome)
+        return
     except (pytest.fail.Exception, AssertionError) as e:
         if case.heavy and "CaseTimeout" in str(e):
             pytest.skip(f"accepted: still running at its {case.seconds:g} s bound (a run this fuzzer does not "
@@ -24,8 +25,9 @@ def run_and_check(case, inputs, tmp_path, capsys, monkeypatch) -> None:
         message = str(e).encode("utf-8", "backslashreplace").decode("utf-8")
         if message == str(e):
             raise
-        # An undecodable argument (a surrogate) in the report would stop pytest-xdist's workers from sending it.
-        pytest.fail(message)
+    # An undecodable argument (a surrogate) in the report would stop pytest-xdist's workers from sending it: the
+    # failure again with it escaped, outside the `except` (so the report does not chain the original).
+    pytest.fail(message)
 
 
 def _ensure_export(inputs) -> None:

@@ -21,6 +21,8 @@ REGRESSIONS = [
     "pretraining-data-vocab-nul-bytes-1",
     "zoo-get-hf-hidden-size-not-the-weights",
     "zoo-get-hf-vocab-size-not-the-vocab",
+    # found by the first larger run (it stopped at this case: pytest-xdist could not send its report)
+    "attention-out-undecodable",
 ]
 
 KNOWN_FAILURES = {
@@ -56,6 +58,8 @@ KNOWN_FAILURES = {
         "issue 55: a non-UTF-8 sentence: ValueError traceback from BertPreprocessor",
     "predict-server-undecodable":
         "issue 55: a non-UTF-8 --server: UnicodeEncodeError traceback in grpc.insecure_channel",
+    "attention-out-undecodable":
+        "issue 55: a non-UTF-8 --out: UnicodeEncodeError traceback printing 'wrote ...' to stdout",
     "attention-text-undecodable":
         "issue 55: a non-UTF-8 text: Keras's multi-line exception text as the error line",
 }
