@@ -146,11 +146,16 @@ def test_serve_skips_incomplete_versions_and_serves_the_newest_complete(served, 
 
 
 # -- predict ----------------------------------------------------------------------------------------------------------
-def test_predict_refuses_argv_text_that_is_not_utf8(served, capsys):
-    text = os.fsdecode(b"\xff\xfe bad")                   # what Python makes of such argv bytes
-    for flags in (["--input", f"text={text}"], ["--classify", "--input", f"text={text}"]):
-        argv, (code, out, err) = predict(served, capsys, *flags)
-        assert_one_error_line(code, out, err, ["text: the text is not UTF-8", "byte 0xff at character 0"], argv)
+@pytest.mark.parametrize("flags, name", [
+    (["--input", "text={bad}"], "text"), (["--classify", "--input", "text={bad}"], "text"),
+    (["--server", "{bad}", "--input", "text=a"], "--server"), (["--model-name", "{bad}", "--input", "text=a"],
+                                                              "--model-name")])
+def test_predict_refuses_argv_text_that_is_not_utf8_before_any_rpc(capsys, flags, name):
+    """(No server at 127.0.0.1:1: the refusal comes before any RPC.)"""
+    bad = os.fsdecode(b"\xff\xfe bad")                   # what Python makes of such argv bytes
+    argv = ["predict", "--server", "127.0.0.1:1", "--model-name", "sst2", *(f.format(bad=bad) for f in flags)]
+    code, out, err = run_main(argv, capsys)
+    assert_one_error_line(code, out, err, [f"{name}: the text is not UTF-8", "byte 0xff at character 0"], argv)
 
 
 def test_predict_classify_sends_pairs_as_one_example_a_row(served, capsys):
