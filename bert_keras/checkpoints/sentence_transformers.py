@@ -6,7 +6,8 @@ A SentenceTransformer folder lists its modules in `modules.json`; both layouts a
               sentence_transformers.sentence_transformer.modules.pooling.Pooling,
               sentence_transformers.base.modules.dense.Dense, sentence_transformers.base.modules.normalize.Normalize
 The Transformer module is a Hugging Face BERT folder (config.json, model.safetensors, vocab.txt or
-tokenizer.json) with `sentence_bert_config.json` (max_seq_length, do_lower_case); Pooling's config.json holds the
+tokenizer.json) with `sentence_bert_config.json` (max_seq_length and do_lower_case up to 5.x; 6.x keeps the length
+as tokenizer_config.json's model_max_length); Pooling's config.json holds the
 mode(s) (`pooling_mode`, or 5.x's `pooling_mode_*_token(s)` booleans) and `include_prompt`; each Dense its
 `in_features`, `out_features`, `bias`, `activation_function` and model.safetensors (`linear.weight` [out, in],
 `linear.bias`). `config_sentence_transformers.json` gives `prompts`, `default_prompt_name` and
@@ -178,16 +179,33 @@ def load_sentence_transformer(folder: str, **preprocessor_args):
 
 
 def _backbone(folder: str, st_config: dict, preprocessor_args: dict):
-    """(encoder, preprocessor) of the Transformer module's folder, max_seq_length from sentence_bert_config."""
+    """(encoder, preprocessor) of the Transformer module's folder, with its max_seq_length (`max_length`)."""
     from bert_keras.checkpoints.load import pooler_unused
     from bert_keras.loading import load_backbone
-    if st_config.get("max_seq_length"):
-        preprocessor_args.setdefault("max_seq_length", int(st_config["max_seq_length"]))
+    length = max_length(folder, st_config)
+    if length:
+        preprocessor_args.setdefault("max_seq_length", length)
     if st_config.get("do_lower_case"):
         preprocessor_args.setdefault("lower_case", True)
     lower_case = preprocessor_args.pop("lower_case", None)
     with pooler_unused():                  # an embedder pools token vectors: the pooler is never read
         return load_backbone(folder, lower_case=lower_case, **preprocessor_args)
+
+
+def max_length(folder: str, st_config: dict) -> int | None:
+    """The Transformer module's max_seq_length, as sentence-transformers reads it: sentence_bert_config.json's
+    `max_seq_length` (up to 5.x, and CrossEncoders' `max_length`), else tokenizer_config.json's
+    `model_max_length` (what 6.x saves) when it is a real bound (transformers writes 1e30 for none and the
+    model's positions bound it), else None (the model's positions, at most 512)."""
+    for key in ("max_seq_length", "max_length"):
+        if st_config.get(key):
+            return int(st_config[key])
+    tokenizer = _json(os.path.join(folder, "tokenizer_config.json"), required=False)
+    value = tokenizer.get("model_max_length")
+    positions = _json(os.path.join(folder, "config.json"), required=False).get("max_position_embeddings", 512)
+    if isinstance(value, (int, float)) and 0 < value <= positions:
+        return int(value)
+    return None
 
 
 def _cross_encoder(folder: str, preprocessor_args: dict):
@@ -198,9 +216,9 @@ def _cross_encoder(folder: str, preprocessor_args: dict):
     if "BertForSequenceClassification" not in (config.get("architectures") or []):
         raise ValueError(f"{folder}: a CrossEncoder here is a BertForSequenceClassification; config.json names "
                          f"{config.get('architectures')}")
-    st_config = _json(os.path.join(folder, "sentence_bert_config.json"), required=False)
-    if st_config.get("max_seq_length"):
-        preprocessor_args.setdefault("max_seq_length", int(st_config["max_seq_length"]))
+    length = max_length(folder, _json(os.path.join(folder, "sentence_bert_config.json"), required=False))
+    if length:
+        preprocessor_args.setdefault("max_seq_length", length)
     classifier = from_huggingface(folder, **preprocessor_args)
     if classifier.output.shape[-1] != 1:
         raise ValueError(f"{folder}: a CrossEncoder of {classifier.output.shape[-1]} labels; a reranker here has one")
