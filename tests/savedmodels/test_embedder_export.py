@@ -131,6 +131,8 @@ def test_embed_takes_a_model_and_a_prompt_name(exported, capsys):
     assert "prompt 'passage: '" in out and len([line for line in out.splitlines() if "->" in line]) == 3
     argv = ["embed", "--model", exported["tiny_keras"], "--prompt-name", "title", "x"]
     assert_one_error_line(*run_main(argv, capsys), ["--prompt-name title", "query, passage, document"], argv)
+    argv = ["embed", "--model", exported["tiny_keras"], "--cased", "x"]           # its own tokenizer: not ignored
+    assert_one_error_line(*run_main(argv, capsys), ["--vocab and --cased", "leave them out"], argv)
 
 
 def test_embed_of_an_encoder_checkpoint_mean_pools(minilm_vocab, capsys):
