@@ -147,24 +147,51 @@ DEMO_SENTENCES = [
 def cmd_embed(args) -> None:
     import numpy as np
 
-    from bert_keras.checkpoints import load_checkpoint
-    from bert_keras.preprocessing import BertPreprocessor
-    folder = _minilm_folder()
-    config, encoder = load_checkpoint(folder)
-    preprocessor = BertPreprocessor(os.path.join(folder, "vocab.txt"), lower_case=True)
+    from bert_keras.checkpoints.sentence_transformers import is_sentence_transformers_folder
+    from bert_keras.tasks import BertEmbedder
+    from bert_keras_cli.model_flags import load_model_flags
+    source = args.model or _minilm_folder()
+    if is_sentence_transformers_folder(source):       # its pooling, Dense, Normalize, prompts and max_seq_length
+        from bert_keras.tasks import load_task_model
+        try:
+            model = load_task_model(source)
+        except (FileNotFoundError, TypeError, ValueError) as e:
+            raise CommandError(str(e)) from None
+    else:
+        model = _task_model_source(source)
+    if model is None:                        # an encoder checkpoint: mean pooling, as SentenceTransformer(name) does
+        _, encoder, preprocessor = load_model_flags(args)
+        model = BertEmbedder(encoder, pooling="mean", preprocessor=preprocessor)
+        print(f"{source} has no sentence-transformers modules.json: mean pooling, not normalized (what "
+              "sentence-transformers builds for a plain checkpoint)")
+    elif args.vocab or args.cased is not None:
+        raise CommandError(f"--vocab and --cased apply to an encoder checkpoint; {source} brings its own tokenizer: "
+                           "leave them out")
+    if not isinstance(model, BertEmbedder):
+        raise CommandError(f"{source} is a {type(model).__name__}, not a sentence embedder: give a "
+                           "sentence-transformers folder, a BertEmbedder .keras or an encoder checkpoint")
+    if args.prompt_name is not None and args.prompt_name not in model.prompts:
+        raise CommandError(f"--prompt-name {args.prompt_name}: the model's prompts are "
+                           f"{', '.join(model.prompts) or 'none'}")
     sentences = args.sentences or DEMO_SENTENCES
-    inputs = preprocessor(sentences)
-    out = encoder(inputs)
-    # all-MiniLM-L6-v2 is a sentence-transformers model: mean over real tokens, then unit length.
-    mask = np.asarray(inputs["input_mask"], "float32")[..., None]
-    mean = (np.asarray(out["sequence_output"]) * mask).sum(1) / mask.sum(1)
-    embeddings = mean / np.linalg.norm(mean, axis=1, keepdims=True)
-    print(f"all-MiniLM-L6-v2: {config.num_hidden_layers} layers, hidden {config.hidden_size}, "
-          f"{encoder.count_params():,} parameters, loaded from {folder}")
-    print(f"token ids of {sentences[0]!r}: {np.asarray(inputs['input_word_ids'])[0][:int(mask[0].sum())].tolist()}")
-    print(f"embedding of {sentences[0]!r}: [{', '.join(f'{v:.4f}' for v in embeddings[0][:6])}, ...]")
-    similarity = embeddings @ embeddings.T
-    print("\nmost similar sentence (cosine):")
+    config, task = model.encoder.config, model._task_args
+    embeddings = model.encode(sentences, prompt_name=args.prompt_name)
+    prompt = model.resolve_prompt(args.prompt_name)
+    ids = model.preprocessor([prompt + sentences[0]])
+    name = args.model or "all-MiniLM-L6-v2"
+    print(f"{name}: {config.num_hidden_layers} layers, hidden {config.hidden_size}, "
+          f"{model.encoder.count_params():,} parameters, loaded from {source}")
+    print(f"pooling {'+'.join(task['pooling'])}" + "".join(f", dense {d['units']}" for d in task["dense"])
+          + (", normalized" if task["normalize"] else "") + f", max_seq_length {model.preprocessor.max_seq_length}"
+          + (f", prompt {prompt!r}" if prompt else ""))
+    length = int(np.asarray(ids["input_mask"])[0].sum())
+    print(f"token ids of {sentences[0]!r}: {np.asarray(ids['input_word_ids'])[0][:length].tolist()}")
+    print(f"embedding of {sentences[0]!r}: [{', '.join(f'{v:.4f}' for v in embeddings[0][:6])}, ...] "
+          f"({embeddings.shape[1]} values)")
+    if len(sentences) < 2:
+        return
+    similarity = model.similarity(embeddings, embeddings)
+    print(f"\nmost similar sentence ({model.similarity_fn_name}):")
     for i, sentence in enumerate(sentences):
         j = max((k for k in range(len(sentences)) if k != i), key=lambda k: similarity[i, k])
         print(f"  {sentence:<36} -> {sentences[j]:<36} {similarity[i, j]:.3f}")
@@ -221,7 +248,8 @@ def finetune_config(args):
     if not args.task:
         raise CommandError("--task is required (or --from-record a run's metrics.json)")
     task_args = {k: getattr(args, k) for k in ("doc_stride", "max_query_length", "max_answer_length",
-                                                "null_score_diff_threshold") if getattr(args, k) is not None}
+                                                "null_score_diff_threshold", "loss", "pooling", "mini_batch_size")
+                 if getattr(args, k) is not None}
     model = args.model or _minilm_folder()
     return FinetuneConfig(
         task=args.task, model=model, out=args.out, train=args.train, eval=args.eval, data=args.data,
@@ -318,7 +346,7 @@ def cmd_pretrain(args) -> None:
     config = PretrainConfig(
         model=args.model or "bert_base", out=args.out, records=args.records, text=args.text, pack=args.pack,
         vocab=args.vocab,
-        lower_case=lower_case(args), max_seq_length=args.max_seq_length or 128,
+        lower_case=lower_case(args), max_seq_length=args.max_seq_length,        # None: the records' own, or 128
         max_predictions_per_seq=args.max_predictions_per_seq, nsp=not args.no_nsp and not args.text,
         train_steps=args.train_steps, save_every=args.save_every, batch_size=args.batch_size,
         learning_rate=args.learning_rate, warmup_steps=args.warmup_steps, optimizer=args.optimizer,
@@ -361,6 +389,10 @@ def cmd_export(args) -> None:
         written = export_for_serving(model, args.base_path, args.name, args.version, args.precision, xla=xla)
     except (FileNotFoundError, FileExistsError, TypeError, ValueError) as e:
         raise CommandError(str(e)) from None
+    if written.removed:
+        print(f"removed {len(written.removed)} temporary file(s) or folder(s) a stopped export left "
+              f"({sum(size for _, size in written.removed) / 1e6:.1f} MB): "
+              f"{', '.join(path for path, _ in written.removed)}")
     print(f"wrote {written.version} (SavedModel, {type(model).__name__} signatures; the op check passed for stock "
           f"TF Serving >= 2.12)")
     print(f"wrote {written.keras_file} (for keras.models.load_model)")
@@ -409,7 +441,10 @@ def cmd_serve(args) -> None:
     import logging
 
     from savedmodels.batching import BatchingParameters
+    from savedmodels.errors import PortInUse
     from savedmodels.local_server import start_server
+    if not 0 <= args.port <= 65535:
+        raise CommandError(f"--port {args.port} is not a port: give 1-65535 (0: any free one)")
     # The server's own lines (loads, swaps, refusals), not every library's INFO (TensorFlow's "Restoring parameters").
     handler = logging.StreamHandler()
     handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
@@ -423,6 +458,8 @@ def cmd_serve(args) -> None:
                         else BatchingParameters())
         server, port = start_server(models, port=args.port, batching=batching,
                                     xla_cpu_compilation_enabled=args.xla_cpu_compilation_enabled)
+    except PortInUse as e:
+        raise CommandError(f"--port {e.port} {e.why}: stop it or give another --port") from None
     except (FileNotFoundError, RuntimeError, ValueError) as e:
         raise CommandError(str(e)) from None
     server.wait_for_signal(lambda: print(                       # until Ctrl-C or SIGTERM
@@ -433,24 +470,70 @@ def cmd_serve(args) -> None:
 def cmd_predict(args) -> None:
     import grpc
     import numpy as np
+    import tensorflow as tf
 
     from savedmodels.client import ServingClient
-    client = ServingClient(args.server, args.model_name, timeout=args.timeout)
-    inputs = {}
-    for item in args.input:
-        if "=" not in item:
+    from savedmodels.request_inputs import RequestError, as_array, fit_inputs, translate_error
+    values = {}
+    for item in args.input or []:
+        if "=" not in item or not item.split("=", 1)[0]:
             raise CommandError(f"--input {item!r}: write NAME=TEXT (e.g. --input text='a fine film')")
         name, value = item.split("=", 1)
-        inputs.setdefault(name, []).append(value)
+        values.setdefault(name, []).append(value)
+    if args.inputs_json is not None:
+        try:
+            text = args.inputs_json
+            if text.startswith("@"):
+                with open(text[1:], encoding="utf-8") as f:
+                    text = f.read()
+            values = json.loads(text)
+        except (OSError, UnicodeDecodeError, ValueError) as e:
+            raise CommandError(f"--inputs-json: {e}") from None
+        if not isinstance(values, dict) or not values:
+            raise CommandError('--inputs-json: give a JSON object of inputs, e.g. \'{"context": ["A man sits."], '
+                               '"endings": [["He plays.", "He eats."]]}\'')
+    try:                                       # text a command line passes that is not UTF-8: before any RPC
+        for flag, text in (("--server", args.server), ("--model-name", args.model_name),
+                           ("--signature", args.signature or "")):
+            as_array(flag, text, tf.string)
+        for name, texts in values.items() if args.input else ():
+            as_array(name, texts, tf.string)
+    except RequestError as e:
+        raise CommandError(str(e)) from None
+    signature = args.signature or ("classify" if args.classify else "serving_default")
+    where = f"(server {args.server}, model {args.model_name})"
+    client = ServingClient(args.server, args.model_name, timeout=args.timeout)
+    sent, signature_def = {}, None
     try:
-        if args.classify:
-            for example, classes in zip(args.input, client.classify([{k: v[i] for k, v in inputs.items()}
-                                                                     for i in range(len(next(iter(inputs.values()))))])):
-                print(json.dumps({"input": example, "classes": {c: round(score, 4) for c, score in classes}}))
+        signature_defs = client.metadata()
+        signature_def = signature_defs.get(signature)
+        if signature_def is None:
+            raise CommandError(f"model {args.model_name} has no signature {signature}: give --signature "
+                               f"{' or '.join(sorted(signature_defs))}")
+        if args.classify:          # Classify: one tf.Example a row, a feature a name
+            sent = {name: np.atleast_1d(as_array(name, value, tf.string)) for name, value in values.items()}
+            rows = {name: a.shape for name, a in sent.items()}
+            if len(set(rows.values())) > 1 or any(len(shape) > 1 for shape in rows.values()):
+                raise CommandError("--classify sends one tf.Example a row, a text of each input in each: give each "
+                                   "input the same number of texts (got "
+                                   f"{', '.join(f'{n} {list(shape)}' for n, shape in rows.items())})")
+            examples = [{name: a[i] for name, a in sent.items()} for i in range(len(next(iter(sent.values()))))]
+            for example, classes in zip(examples, client.classify(examples, signature=signature)):
+                print(json.dumps({"input": {k: v.decode("utf-8") for k, v in example.items()},
+                                  "classes": {c: round(score, 4) for c, score in classes}}, ensure_ascii=False))
             return
-        out = client.predict(inputs, signature=args.signature)
+        sent = fit_inputs(values, signature_def, signature)
+        out = client.predict(sent, signature=signature)
+    except RequestError as e:
+        hint = "" if args.inputs_json is not None else " (--inputs-json '{\"NAME\": [...]}' takes any shape)"
+        raise CommandError(f"{e}{hint}") from None
     except grpc.RpcError as e:
-        raise CommandError(f"{e.code().name}: {e.details()} (server {args.server}, model {args.model_name})") from None
+        details = e.details() or ""
+        if e.code() == grpc.StatusCode.INVALID_ARGUMENT:
+            details = translate_error(details, signature, sent, signature_def)
+        raise CommandError(f"{e.code().name}: {details} {where}") from None
+    finally:
+        client.close()
     print(json.dumps({k: (np.char.decode(v.astype(bytes), "utf-8", "replace") if v.dtype == object else v).tolist()
                       for k, v in out.items()}, ensure_ascii=False))
 
@@ -513,6 +596,20 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (usage: {self.prog} --help)\n")
 
 
+class _Subcommands(argparse._SubParsersAction):
+    """add_subparsers' action, noting the parser of the subcommand named (`_command_parser`; a nested one's last)
+    and making an error in its arguments its own, on every Python (3.12+ pass them up to the top parser)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        chosen = self._name_parser_map.get(values[0])
+        if chosen is not None:
+            setattr(namespace, "_command_parser", chosen)
+        try:
+            super().__call__(parser, namespace, values, option_string)
+        except argparse.ArgumentError as e:
+            (chosen or parser).error(str(e))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="bert-keras", description="BERT for Keras 3 and TensorFlow.")
     parser.add_argument("--version", action=VersionAction,
@@ -527,8 +624,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="one line per epoch instead of a progress bar")
     p.set_defaults(func=cmd_demo)
 
-    p = sub.add_parser("embed", help="sentence embeddings and nearest neighbours with the real all-MiniLM-L6-v2")
+    p = sub.add_parser("embed", help="sentence embeddings and nearest neighbours (default model: the real "
+                                     "all-MiniLM-L6-v2)")
     p.add_argument("sentences", nargs="*", help="sentences to embed (default: a built-in set)")
+    add_model_flags(p, "a sentence-transformers folder (its pooling, Dense, Normalize, prompts and max_seq_length), "
+                    "a BertEmbedder .keras, or an encoder checkpoint, zoo name or preset (mean pooling); default: "
+                    "the real all-MiniLM-L6-v2 folder")
+    p.add_argument("--prompt-name", help="a prompt of the model's (e.g. query, passage) to prepend, as "
+                   "SentenceTransformer.encode(prompt_name=...); default: the model's default prompt, if any")
     p.set_defaults(func=cmd_embed)
     fill_mask.add_parser(sub)
 
@@ -556,7 +659,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("finetune", help="fine-tune on GLUE, SQuAD, multiple choice or CoNLL data",
                        description="Tasks: cola sst-2 mrpc qqp mnli qnli rte wnli sts-b (GLUE TSVs); squad, squad_v2 "
-                                   "(SQuAD JSON); swag (csv), openbookqa, arc, commonsenseqa (jsonl); conll2003.")
+                                   "(SQuAD JSON); swag (csv), openbookqa, arc, commonsenseqa (jsonl); conll2003; "
+                                   "embedding ((anchor, positive[, negative]) rows or scored pairs: JSONL, TSV with "
+                                   "a header, STS-B csv); rerank (scored or 0/1 pairs).")
     p.add_argument("--task", help="task name (see above); required unless --from-record")
     p.add_argument("--from-record", metavar="METRICS_JSON",
                    help="repeat a run: every setting from its metrics.json (give a new --out)")
@@ -580,24 +685,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-query-length", type=positive_int, help="SQuAD: question tokens kept (default 64)")
     p.add_argument("--max-answer-length", type=positive_int, help="SQuAD: longest answer in tokens (default 30)")
     p.add_argument("--null-score-diff-threshold", type=float, help="SQuAD 2.0: no-answer threshold (default 0)")
+    p.add_argument("--loss", choices=["mnrl", "cached-mnrl", "cosent", "cosine"],
+                   help="embedding: MultipleNegativesRankingLoss (default for (anchor, positive[, negative]) rows), "
+                        "its cached GradCache variant, CoSENT (default for scored pairs) or CosineSimilarityLoss")
+    p.add_argument("--pooling", choices=["mean", "cls", "max", "mean_sqrt_len_tokens", "weightedmean"],
+                   help="embedding: the pooling of a new embedder (default mean; a sentence-transformers folder "
+                        "keeps its own modules)")
+    p.add_argument("--mini-batch-size", type=positive_int,
+                   help="embedding, --loss cached-mnrl: rows embedded at a time (default 32)")
     p.add_argument("--save-every", type=positive_int,
                    help="a resume point every N steps (a kill loses at most N; default: every 10 minutes), and after "
                         "every epoch: rerun the same command to resume at the last one")
     p.set_defaults(func=cmd_finetune)
-
-class _Subcommands(argparse._SubParsersAction):
-    """add_subparsers' action, noting the parser of the subcommand named (`_command_parser`; a nested one's last)
-    and making an error in its arguments its own, on every Python (3.12+ pass them up to the top parser)."""
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        chosen = self._name_parser_map.get(values[0])
-        if chosen is not None:
-            setattr(namespace, "_command_parser", chosen)
-        try:
-            super().__call__(parser, namespace, values, option_string)
-        except argparse.ArgumentError as e:
-            (chosen or parser).error(str(e))
-
 
     p = sub.add_parser("pretraining-data", help="text files -> pretraining TFRecords (google-research's format)",
                        description="Input: one sentence per line, a blank line between documents. Output: "
@@ -637,7 +736,8 @@ class _Subcommands(argparse._SubParsersAction):
     add_training_flags(p, learning_rate=1e-4, schedule="google",         # google-research's pretraining
                        lengths="default 128; with --records, the records' own: pretraining-data --max-seq-length",
                        progress="one line per --save-every steps")
-    p.add_argument("--max-predictions-per-seq", type=positive_int, default=20)
+    p.add_argument("--max-predictions-per-seq", type=positive_int,
+                   help="masked positions a sequence (default 20; with --records, the records' own)")
     p.add_argument("--no-nsp", action="store_true", help="masked LM only (records' NSP labels ignored)")
     p.add_argument("--train-steps", type=positive_int, default=1000)
     p.add_argument("--save-every", type=positive_int, default=100, help="checkpoint interval in steps (default 100)")
@@ -648,7 +748,8 @@ class _Subcommands(argparse._SubParsersAction):
 
     p = sub.add_parser("export", help="write a fine-tuned model as a TF Serving SavedModel (raw-text signatures)")
     p.add_argument("--model", required=True, help="the fine-tuned model.keras (or the `bert-keras finetune --out` "
-                   "folder holding it)")
+                   "folder holding it), a Hugging Face task folder, or a sentence-transformers folder (an embedder: "
+                   "text -> embedding, a signature per prompt; a CrossEncoder: text_a, text_b -> score)")
     p.add_argument("--base-path", help="TF Serving model base folder (holds <name>/<version>/)")
     p.add_argument("--name", help="model name in TF Serving")
     p.add_argument("--version", type=positive_int, help="version number (default: the next free one)")
@@ -693,10 +794,18 @@ class _Subcommands(argparse._SubParsersAction):
     p = sub.add_parser("predict", help="send raw text to a TF Serving model over gRPC")
     p.add_argument("--server", required=True, help="host:port of TF Serving's gRPC endpoint (e.g. localhost:8500)")
     p.add_argument("--model-name", required=True)
-    p.add_argument("--input", action="append", required=True,
-                   help="NAME=TEXT, repeatable: --input text='a fine film' (pairs: text_a=... text_b=...)")
-    p.add_argument("--signature", default="serving_default")
-    p.add_argument("--classify", action="store_true", help="use the Classify API (tf.Example) instead of Predict")
+    inputs = p.add_mutually_exclusive_group(required=True)
+    inputs.add_argument("--input", action="append",
+                        help="NAME=TEXT, repeatable: --input text='a fine film' (pairs: text_a=... text_b=...; a name "
+                             "given N times is a batch of N, or for a [batch, choices] input such as multiple "
+                             "choice's endings, one example's N choices)")
+    inputs.add_argument("--inputs-json", metavar="JSON",
+                        help="the inputs as a JSON object of nested lists, any signature's shapes and dtypes (or "
+                             "@FILE): '{\"context\": [\"A man sits.\"], \"endings\": [[\"He plays.\", \"He eats."
+                             "\"]]}'")
+    p.add_argument("--signature", help="the signature to run (default: serving_default; with --classify, classify)")
+    p.add_argument("--classify", action="store_true",
+                   help="use the Classify API (one tf.Example a row, a feature each input name) instead of Predict")
     p.add_argument("--timeout", type=positive_float, default=30.0)
     p.set_defaults(func=cmd_predict)
 
@@ -705,11 +814,11 @@ class _Subcommands(argparse._SubParsersAction):
     zoo = sub.add_parser("zoo", help="the released google-research checkpoints by name").add_subparsers(
         dest="zoo_command", required=True, metavar="ZOO_COMMAND")
     p = zoo.add_parser("list", help="the catalogue: name, layers, hidden, heads, parameters, casing")
-    p.set_defaults(func=cmd_zoo_list)
+    p.set_defaults(func=cmd_zoo_list, command="zoo list")    # main()'s error line names the subcommand
     p = zoo.add_parser("get", help="download, verify, convert and cache a checkpoint (name, archive or folder)")
     p.add_argument("name")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.set_defaults(func=cmd_zoo_get)
+    p.set_defaults(func=cmd_zoo_get, command="zoo get")      # `bert-keras zoo get: error: ...`
     return parser
 
 
@@ -717,8 +826,9 @@ def parse_command_line(argv=None) -> argparse.Namespace:
     """The parsed flags; flags the parser does not know pass to Beam (`args.pipeline_args`) with --runner only."""
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
+    command_parser = vars(args).pop("_command_parser", parser)   # the subcommand's: its name in the error
     if extra and not getattr(args, "runner", None):          # only --runner takes Beam's own pipeline options
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        command_parser.error(f"unrecognized arguments: {' '.join(extra)}")
     args.pipeline_args = extra
     return args
 
@@ -758,4 +868,3 @@ def main(argv=None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
-    command_parser = vars(args).pop("_command_parser", parser)   # the subcommand's: its name in the error
