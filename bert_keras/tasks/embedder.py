@@ -163,14 +163,6 @@ class BertEmbedder(TaskModel):
             ids = {**ids, "prompt_length": tf.fill(tf.shape(text), length)}
         return {"embedding": tf.cast(self.inference(ids), tf.float32)}
 
-    def inference(self, ids):
-        """The model on an id batch in inference mode (TaskModel.inference; a prompt's length passes through)."""
-        if "prompt_length" not in ids:
-            return super().inference(ids)
-        if not keras.backend.backend() == "tensorflow":
-            raise ValueError("include_prompt=False with a prompt runs on TensorFlow only in this version")
-        return self(ids, training=False)
-
     def encode(self, texts, prompt_name=None, prompt=None, batch_size: int | None = None,
                normalize_embeddings: bool = False) -> np.ndarray:
         """Embeds raw texts, as sentence-transformers' `SentenceTransformer.encode`.
