@@ -3,26 +3,85 @@
 from __future__ import annotations
 
 import os
+import re
+from collections import Counter
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
 
 def load_vocab(vocab) -> list[str]:
-    """A vocab.txt path (one token per line, id = line number) or a list of tokens -> list of tokens."""
+    """A vocab.txt path (one token per line, id = line number) or a list of tokens -> list of tokens.
+
+    Refused, with one line naming the first offence: a path that is a folder, a blank line or a token holding a
+    control character (a NUL byte, a tab, ...: TF.Text cannot build its WordPiece trie from it), a vocabulary
+    without BERT's special tokens, a repeated token (its ids would be ambiguous).
+
+    Args:
+        vocab: str or list of str. A vocab.txt path, or the tokens in id order.
+
+    Returns:
+        list of str: the tokens, id = position.
+
+    Raises:
+        FileNotFoundError: no such file.
+        ValueError: one of the cases above (a DataFormatError naming the line, for a file).
+
+    Example:
+        >>> load_vocab(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello"])[-1]
+        'hello'
+    """
     if isinstance(vocab, (list, tuple)):
-        tokens = [str(t) for t in vocab]
+        tokens, source = [str(t) for t in vocab], None
     else:
         if not os.path.exists(vocab):
             raise FileNotFoundError(f"vocabulary file {vocab} not found (a BERT vocab.txt, one token per line)")
+        if os.path.isdir(vocab):
+            raise ValueError(f"vocabulary {vocab} is a folder: give its vocab.txt (a BERT vocab.txt, one token "
+                             "per line)")
         from bert_keras.data.text_files import read_text       # UTF-8, a bad byte named (line, byte offset)
-        tokens = read_text(vocab).splitlines()
+        tokens, source = _lines(read_text(vocab)), vocab
+    _check_tokens(tokens, source)
     missing = [t for t in SPECIAL_TOKENS if t not in tokens]
     if missing:
         raise ValueError(f"the vocabulary lacks the special tokens {missing}: not a BERT WordPiece vocabulary")
-    if len(set(tokens)) != len(tokens):
-        duplicated = sorted({t for t in tokens if tokens.count(t) > 1})[:5]
-        raise ValueError(f"the vocabulary repeats tokens {duplicated}: ids would be ambiguous")
+    counts = Counter(tokens)                                   # one pass: tokens.count(t) each was O(n^2)
+    if len(counts) != len(tokens):
+        seen = set()
+        first = next(i for i, t in enumerate(tokens) if t in seen or seen.add(t))      # the first repeat's id
+        earlier = tokens.index(tokens[first])
+        where = (lambda i: f"line {i + 1}") if source else (lambda i: f"id {i}")
+        raise ValueError(f"the vocabulary{'' if source is None else ' ' + str(source)} repeats "
+                         f"{len(tokens) - len(counts)} token(s), the first {tokens[first]!r} at {where(first)} "
+                         f"(also {where(earlier)}): ids would be ambiguous; give each token once, one a line")
     return tokens
+
+
+def _lines(text: str) -> list[str]:
+    """A vocab.txt's tokens: split on newlines only (str.splitlines would also split on \\x0b, \\x1c, \\x85,
+    U+2028 ..., and move every later id), a CRLF's \\r dropped, the final newline ending the last line."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def _check_tokens(tokens: list[str], source) -> None:
+    """A blank line or a control character in a token is refused, naming the first one's line (or id)."""
+    from bert_keras.data.errors import DataFormatError
+    for i, token in enumerate(tokens):
+        bad = _CONTROL.search(token) if token else None
+        if token and bad is None:
+            continue
+        problem = ("a blank line: every line of a vocab.txt is one token (its id is the line number - 1)"
+                   if not token else
+                   f"token {token!r} holds the control character U+{ord(bad.group()):04X}: a vocabulary's "
+                   "tokens are printable text")
+        if source is None:
+            raise ValueError(f"vocabulary token id {i}: {problem}")
+        raise DataFormatError(source, i + 1, problem + "; remove or fix that line")
 
 
 def save_vocab(vocab, path: str) -> str:

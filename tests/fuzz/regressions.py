@@ -38,22 +38,10 @@ KNOWN_FAILURES = {
         "issue 55: 'Checkpoint does not fit the config' is several lines (checkpoints/names.py)",
     "zoo-get-hf-vocab-size-not-the-vocab":
         "issue 55: 'Checkpoint does not fit the config' is several lines (checkpoints/names.py)",
-    "features-vocab-blank-lines-0":
-        "issue 55: load_vocab's duplicate check is quadratic: hangs on a vocab with blank lines",
-    "pretraining-data-vocab-blank-lines-0":
-        "issue 55: load_vocab's duplicate check is quadratic: hangs on a vocab with blank lines",
-    "fill-mask-vocab-duplicated-tokens":
-        "issue 55: load_vocab's duplicate check is quadratic: hangs on duplicated tokens",
-    "fill-mask-vocab-nul-bytes-1":
-        "issue 55: a NUL byte in a vocab token: RuntimeError traceback from TF Text's FastWordpiece",
-    "pretraining-data-vocab-nul-bytes-1":
-        "issue 55: a NUL byte in a vocab token: RuntimeError traceback from TF Text's FastWordpiece",
     "fill-mask-vocab-truncated-2":
         "issue 55: a vocab shorter than vocab_size: InvalidArgumentError traceback (ids out of range)",
     "attention-npz-empty":
         "issue 55: --npz '' passes output_file: IsADirectoryError traceback",
-    "attention-vocab-a-folder":
-        "issue 55: --vocab a folder: IsADirectoryError traceback",
     "embed-sentences-undecodable":
         "issue 55: a non-UTF-8 sentence: ValueError traceback from BertPreprocessor",
     "predict-server-undecodable":

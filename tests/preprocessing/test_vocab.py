@@ -1,4 +1,5 @@
 import re
+import time
 
 import pytest
 import tensorflow as tf
@@ -64,3 +65,53 @@ def test_a_vocabulary_short_of_its_size_says_how_many_it_wrote(tmp_path, capsys)
     written = len(out.read_text(encoding="utf-8").splitlines())
     printed = capsys.readouterr().out
     assert f"{written:,} tokens" in printed and f"{5000 - written:,} fewer than --size 5,000" in printed
+
+
+SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+
+
+def _vocab_file(tmp_path, lines, name="vocab.txt"):
+    path = tmp_path / name
+    path.write_bytes(("\n".join(lines) + "\n").encode("utf-8"))
+    return str(path)
+
+
+@pytest.mark.parametrize("bad, line, words", [
+    ("", 7, "a blank line"),
+    ("wall\0\0\0s", 7, "U+0000"),                     # TF Text's FastWordpiece builder raised RuntimeError on it
+    ("tab\there", 7, "U+0009"),
+    ("bell\x1c", 7, "U+001C"),                        # str.splitlines() would have split the line here
+])
+def test_a_blank_line_or_a_control_character_is_refused_by_its_line(tmp_path, bad, line, words):
+    path = _vocab_file(tmp_path, SPECIALS + ["a", bad, "b"])
+    with pytest.raises(ValueError) as caught:
+        load_vocab(path)
+    message = str(caught.value)
+    assert message.startswith(f"{path}, line {line}: ") and words in message and "\n" not in message
+
+
+def test_lines_are_split_on_newlines_only_and_a_crlf_file_reads_the_same(tmp_path):
+    lines = SPECIALS + ["a", "b\u00e9", "##c"]
+    crlf = tmp_path / "crlf.txt"
+    crlf.write_bytes(("\r\n".join(lines) + "\r\n").encode("utf-8"))
+    assert load_vocab(str(crlf)) == lines == load_vocab(_vocab_file(tmp_path, lines))
+
+
+def test_repeated_tokens_in_a_30k_vocabulary_are_named_by_line_at_once(tmp_path):
+    tokens = SPECIALS + [f"w{i}" for i in range(30_000)]
+    path = _vocab_file(tmp_path, tokens + tokens[2000:2100])      # 100 repeats at the end (the fuzzer's case)
+    start = time.perf_counter()
+    with pytest.raises(ValueError, match=rf"repeats 100 token\(s\), the first 'w1995' at line {len(tokens) + 1} "
+                                         r"\(also line 2001\)"):
+        load_vocab(path)
+    assert time.perf_counter() - start < 2                          # tokens.count each: minutes
+
+
+def test_a_folder_is_refused_in_one_line(tmp_path):
+    with pytest.raises(ValueError, match=f"^vocabulary {re.escape(str(tmp_path))} is a folder: give its vocab.txt"):
+        load_vocab(str(tmp_path))
+
+
+def test_a_token_list_is_checked_by_id():
+    with pytest.raises(ValueError, match=r"^vocabulary token id 6: a blank line"):
+        load_vocab(SPECIALS + ["a", ""])
