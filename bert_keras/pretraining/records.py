@@ -141,7 +141,8 @@ def record_layout(files: list[str]) -> RecordLayout:
     """The sequence length, masked LM slots and packed-ness the files were written with (pretraining-data
     --max-seq-length, --max-predictions-per-seq, --pack): each file's first record's feature lengths. Files that
     disagree (other lengths, packed and unpacked) are refused, naming one of each; so are files that are not
-    TFRecords or not pretraining records.
+    TFRecords or not pretraining records. Runs no TensorFlow op (the framing is read in Python, the Example by
+    protobuf): a multi-worker run calls it before its strategy, which must come before any op.
 
     Args:
         files: TFRecord paths (record_files' list).
@@ -161,9 +162,9 @@ def record_layout(files: list[str]) -> RecordLayout:
     found = {}
     for path in files:
         try:
-            first = next(iter(tf.data.TFRecordDataset(path).take(1)), None)
-            feature = None if first is None else tf.train.Example.FromString(first.numpy()).features.feature
-        except (tf.errors.OpError, DecodeError):
+            first = _first_record(path)
+            feature = None if first is None else tf.train.Example.FromString(first).features.feature
+        except (ValueError, DecodeError):
             raise ValueError(f"{path}: its first record cannot be read as a tf.train.Example: not a pretraining "
                              "TFRecord file (or a truncated one); write them with `bert-keras pretraining-data`") \
                 from None
@@ -189,6 +190,26 @@ def record_layout(files: list[str]) -> RecordLayout:
             raise ValueError(f"the records disagree: {first_path} holds {_describe(layout)}, {path} "
                              f"{_describe(other)}; give files written with the same settings")
     return layout
+
+
+def _first_record(path: str) -> bytes | None:
+    """The first record of a TFRecord file, its length and data checked against their masked CRC-32Cs (the
+    framing tfrecord_frames writes); None for an empty file. ValueError: not a TFRecord file, or cut short."""
+    with storage.open(path, "rb") as f:
+        header = f.read(12)
+        if not header:
+            return None
+        length = int.from_bytes(header[:8], "little") if len(header) == 12 else -1
+        if length < 0 or not _crc_matches(header[:8], header[8:12]):
+            raise ValueError(f"{path}: no TFRecord framing")
+        data, crc = f.read(length), f.read(4)
+        if len(data) < length or not _crc_matches(data, crc):
+            raise ValueError(f"{path}: the first record is cut short or damaged")
+    return data
+
+
+def _crc_matches(data: bytes, masked_crc: bytes) -> bool:
+    return len(masked_crc) == 4 and _bytes(_masked(np.array([crc32c.value(data)], np.uint32))).tobytes() == masked_crc
 
 
 def _describe(layout: RecordLayout) -> str:
