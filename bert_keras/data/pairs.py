@@ -4,7 +4,8 @@ Layouts read (every row of a file has the same columns):
   JSONL   one object a line; its text fields are the columns in the order written, e.g. {"anchor", "positive"[,
           "negative"]} or sentence-transformers' dataset columns ({"sentence1", "sentence2", "score"}, {"query",
           "answer"}, ...). A field named "score" or "label" is the row's score (a number), not a text.
-  TSV     a header line naming the columns (the same names), then one row a line (tab-separated, no quoting).
+  TSV     a header line naming the columns (the same names: letters, digits, "_" and "-"), then one row a line
+          (tab-separated, no quoting).
   STS-B   the STS Benchmark's sts-*.csv (tab-separated, no header: genre, file, year, id, score, sentence1,
           sentence2[, sources]): scored pairs, the 0-5 score divided by 5, as sentence-transformers' STSb examples
           normalize it.
@@ -16,6 +17,7 @@ import csv
 import dataclasses
 import json
 import os
+import re
 
 from bert_keras.data.errors import DataFormatError
 from bert_keras.data.text_files import open_text
@@ -108,7 +110,7 @@ def _read_tsv(path) -> tuple[list[TextRow], list[str]]:
             rows.append(TextRow((line[5], line[6]), _number(line[4]) / 5.0))
         return rows, ["sentence1", "sentence2"]
     keys = [field.strip() for field in first]
-    if any(_number(k) is not None for k in keys) or len(set(keys)) != len(keys) or not all(keys):
+    if not all(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_\-]*", k) for k in keys) or len(set(keys)) != len(keys):
         raise DataFormatError(path, numbered[0][0], "no header line: give a first line naming the tab-separated "
                                                     "columns (anchor, positive[, negative] or sentence1, sentence2, "
                                                     "score)")

