@@ -102,6 +102,7 @@ def load_backbone_and_heads(source: str, vocab: str | None = None, lower_case: b
     for key in ("max_seq_length", "seq_length"):
         check_max_seq_length(source, preprocessor_args.get(key), key)
     encoder, preprocessor, heads = _load_backbone_and_heads(source, vocab, lower_case, preprocessor_args)
+    check_vocab_size(encoder, preprocessor, source, vocab)
     positions = encoder.config.max_position_embeddings            # a source whose configuration was not read
     if preprocessor.max_seq_length > positions:
         raise ValueError(f"max_seq_length {preprocessor.max_seq_length} is over the {positions} positions of "
@@ -119,9 +120,15 @@ def _load_backbone_and_heads(source: str, vocab: str | None, lower_case: bool | 
         if os.path.isdir(source) and os.path.exists(os.path.join(source, saved)) and not _is_zoo_folder(source):
             source = os.path.join(source, saved)
             break
-    if source in PRESETS:
+    if source in PRESETS:                # random weights: the word table takes the vocabulary's size
+        import dataclasses
+
         from bert_keras.encoder import BertEncoder
-        encoder = BertEncoder(PRESETS[source])
+        if vocab is None:
+            from bert_keras.preprocessing.folder_vocab import MissingVocabularyError
+            raise MissingVocabularyError(source)
+        preprocessor = BertPreprocessor(vocab, lower_case=lower_case, **preprocessor_args)
+        return BertEncoder(dataclasses.replace(PRESETS[source], vocab_size=len(preprocessor.vocab))), preprocessor, {}
     elif source.endswith(".keras"):
         # A task model's class is found in Keras' registry, which `import bert_keras` filled (the package imports
         # bert_keras.tasks before any caller gets here): this module never imports tasks, which import it.
@@ -163,6 +170,31 @@ def _load_backbone_and_heads(source: str, vocab: str | None, lower_case: bool | 
             raise MissingVocabularyError(source)
         vocab, lower_case = _folder_vocabulary(folder, source, lower_case)
     return encoder, BertPreprocessor(vocab, lower_case=lower_case, **preprocessor_args), heads
+
+
+def check_vocab_size(encoder, preprocessor, source: str, vocab: str | None = None) -> None:
+    """Refuses a vocabulary whose length is not the model's vocab_size, before any lookup runs: a longer one
+    gives ids past the word table (an error deep in a TensorFlow gather), a shorter one reads rows learnt for
+    other tokens. A preset is never refused: load_backbone builds its table the vocabulary's size.
+
+    Args:
+        encoder: BertEncoder. Its `config.vocab_size` rows.
+        preprocessor: BertPreprocessor. Its `vocab`.
+        source: str. The model, as the message names it.
+        vocab: str or None. The vocabulary file given, as the message names it (None: the model's own).
+
+    Raises:
+        ValueError: the two sizes differ (the message gives both, and the fix).
+
+    Example:
+        >>> encoder, preprocessor = bert_keras.loading.load_backbone("bert_tiny", vocab="vocab.txt")
+        >>> check_vocab_size(encoder, preprocessor, "bert_tiny")        # a preset fits its vocabulary
+    """
+    size, rows = len(preprocessor.vocab), encoder.config.vocab_size
+    if size != rows:
+        given = f"the vocabulary {vocab}" if vocab else "its vocabulary"
+        raise ValueError(f"{source} has vocab_size {rows} but {given} has {size} tokens: give the vocabulary its "
+                         f"weights were trained with ({rows} tokens; a preset name builds a model for this one)")
 
 
 def _folder_vocabulary(folder: str, source: str, lower_case: bool | None):

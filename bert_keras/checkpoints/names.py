@@ -62,26 +62,22 @@ def split_heads(tensors: dict) -> tuple[dict, dict]:
 
 
 def assign_encoder_weights(encoder, tensors: dict, source: str = "checkpoint", optional=()) -> None:
-    """Assigns {google name: array} to the encoder; every mismatch is named, nothing is half-assigned. Names in
+    """Assigns {google name: array} to the encoder; nothing is half-assigned. A mismatch is one ValueError line:
+    the first one (a shape, else a missing, else an extra weight), how many more, and the fix. Names in
     `optional` may be missing (those variables keep their initial values)."""
     variables = encoder_variables(encoder)
     missing = sorted(set(variables) - set(tensors) - set(optional))
     extra = sorted(set(tensors) - set(variables))
-    problems = []
-    if missing:
-        problems.append(f"missing from the {source}: {', '.join(missing[:8])}"
-                        + (f" (and {len(missing) - 8} more)" if len(missing) > 8 else ""))
-    if extra:
-        problems.append(f"not in a BertEncoder of this config: {', '.join(extra[:8])}"
-                        + (f" (and {len(extra) - 8} more)" if len(extra) > 8 else ""))
-    for name in sorted(set(variables) & set(tensors)):
-        want, got = tuple(variables[name].shape), tuple(np.shape(tensors[name]))
-        if want != got:
-            problems.append(f"shape of {name}: the {source} has {got}, the config needs {want}")
-    if problems:
-        raise ValueError("Checkpoint does not fit the config:\n  " + "\n  ".join(problems)
-                         + "\nCheck that bert_config.json belongs to these weights (layers, hidden size, "
-                           "vocab size, max positions).")
+    shapes = [(name, tuple(np.shape(tensors[name])), tuple(variables[name].shape))
+              for name in sorted(set(variables) & set(tensors))
+              if tuple(variables[name].shape) != tuple(np.shape(tensors[name]))]
+    problems = [f"shape of {name}: the {source} has {got}, the config needs {want}" for name, got, want in shapes]
+    problems += [f"missing from the {source}: {name}" for name in missing]
+    problems += [f"not in a BertEncoder of this config: {name}" for name in extra]
+    if problems:                        # one line: the first mismatch (a shape says most), how many, the fix
+        more = f" (and {len(problems) - 1} more mismatches)" if len(problems) > 1 else ""
+        raise ValueError(f"Checkpoint does not fit the config: {problems[0]}{more}; check that bert_config.json "
+                         "(or config.json) belongs to these weights (layers, hidden size, vocab size, max positions)")
     for name, variable in variables.items():
         if name in tensors:
             variable.assign(np.asarray(tensors[name], dtype=variable.dtype))

@@ -26,20 +26,6 @@ REGRESSIONS = [
 ]
 
 KNOWN_FAILURES = {
-    "attention-google-vocab-size-not-the-vocab":
-        "issue 55: 'Checkpoint does not fit the config' is several lines (checkpoints/names.py)",
-    "attention-hf-hidden-size-not-the-weights":
-        "issue 55: 'Checkpoint does not fit the config' is several lines (checkpoints/names.py)",
-    "attention-hf-layers-not-the-weights":
-        "issue 55: 'Checkpoint does not fit the config' is several lines (checkpoints/names.py)",
-    "convert-hf-hidden-size-not-the-weights":
-        "issue 55: 'Checkpoint does not fit the config' is several lines (checkpoints/names.py)",
-    "zoo-get-hf-hidden-size-not-the-weights":
-        "issue 55: 'Checkpoint does not fit the config' is several lines (checkpoints/names.py)",
-    "zoo-get-hf-vocab-size-not-the-vocab":
-        "issue 55: 'Checkpoint does not fit the config' is several lines (checkpoints/names.py)",
-    "fill-mask-vocab-truncated-2":
-        "issue 55: a vocab shorter than vocab_size: InvalidArgumentError traceback (ids out of range)",
     "attention-npz-empty":
         "issue 55: --npz '' passes output_file: IsADirectoryError traceback",
     "embed-sentences-undecodable":
