@@ -14,8 +14,11 @@ def output_folder(path: str | None, flag: str) -> None:
 
 
 def output_file(path: str | None, flag: str, suffix: str, required: bool = True) -> None:
-    """A file flag naming a folder, or (when `required`) without the file type's suffix, is refused."""
+    """A file flag that is empty (`--npz ''`), names a folder, or (when `required`) lacks the file type's suffix,
+    is refused."""
     from bert_keras import storage
+    if path is not None and not path.strip():
+        raise CommandError(f"{flag} is empty: name the {suffix} file to write")
     if path and storage.isdir(path):
         raise CommandError(f"{flag} {path} is a folder: name the {suffix} file to write")
     if path and required and not path.endswith(suffix):

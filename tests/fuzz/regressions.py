@@ -26,8 +26,6 @@ REGRESSIONS = [
 ]
 
 KNOWN_FAILURES = {
-    "attention-npz-empty":
-        "issue 55: --npz '' passes output_file: IsADirectoryError traceback",
     "embed-sentences-undecodable":
         "issue 55: a non-UTF-8 sentence: ValueError traceback from BertPreprocessor",
     "predict-server-undecodable":
