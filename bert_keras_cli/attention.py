@@ -12,6 +12,7 @@ from __future__ import annotations
 from bert_keras_cli.errors import CommandError
 from bert_keras_cli.model_flags import add_model_flags, load_model_flags
 from bert_keras_cli.output_paths import output_file
+from bert_keras_cli.text_args import check_utf8_text
 
 
 def cmd_attention(args) -> None:
@@ -24,6 +25,10 @@ def cmd_attention(args) -> None:
     if not text.strip():
         raise CommandError("no text: give the sentence to look at, e.g. bert-keras attention --npz a.npz "
                            "'the cat sat on the mat'")
+    check_utf8_text(text, "the text")
+    for flag, path in (("--npz", args.npz), ("--out", args.out)):      # the paths are printed when written
+        if path:
+            check_utf8_text(path, flag)
     output_file(args.npz, "--npz", ".npz")
     _, encoder, preprocessor = load_model_flags(args)
     try:

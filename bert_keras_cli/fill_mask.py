@@ -8,6 +8,7 @@ from bert_keras_cli.errors import CommandError
 from bert_keras_cli.flag_types import positive_int
 from bert_keras_cli.output_paths import output_file
 from bert_keras_cli.model_flags import add_model_flags, lower_case
+from bert_keras_cli.text_args import check_utf8_text
 
 MODEL_HELP = ("a model with BERT's masked-LM head: a google-research checkpoint, a Hugging Face BertForMaskedLM or "
               "BertForPreTraining folder, a `bert-keras pretrain --out` folder, a saved BertMaskedLM (.keras), a "
@@ -42,33 +43,6 @@ def cmd_fill_mask(args) -> None:
             print(f"  -> {masks[0][0]['sequence']}")
     if args.save:
         print(f"wrote {args.save} (bert-keras export --model {args.save} serves it)")
-
-
-def check_utf8_text(text: str, name: str) -> None:
-    """Refuses a command-line text that was not UTF-8: Python keeps each byte it could not decode as a lone
-    surrogate (U+DC80-U+DCFF), which TensorFlow cannot turn into a string tensor.
-
-    Args:
-        text: an argument as sys.argv holds it.
-        name: how the message names it ("text 2").
-
-    Raises:
-        CommandError: naming the first byte that is not UTF-8 and its byte offset.
-
-    Example:
-        >>> check_utf8_text("caf\\udce9 [MASK]", "text 1")
-        Traceback (most recent call last):
-        ...
-        bert_keras_cli.errors.CommandError: text 1 is not UTF-8: byte 0xe9 at byte offset 3; give the texts in UTF-8 (a UTF-8 terminal, or convert: iconv -f latin1 -t utf-8)
-    """
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as e:
-        offset = len(text[:e.start].encode("utf-8"))
-        code = ord(text[e.start])
-        byte = f"byte 0x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"a lone surrogate U+{code:04X}"
-        raise CommandError(f"{name} is not UTF-8: {byte} at byte offset {offset}; give the texts in UTF-8 (a UTF-8 "
-                           "terminal, or convert: iconv -f latin1 -t utf-8)") from None
 
 
 def add_parser(sub) -> None:

@@ -30,8 +30,4 @@ KNOWN_FAILURES = {
         "issue 55: a non-UTF-8 sentence: ValueError traceback from BertPreprocessor",
     "predict-server-undecodable":
         "issue 55: a non-UTF-8 --server: UnicodeEncodeError traceback in grpc.insecure_channel",
-    "attention-out-undecodable":
-        "issue 55: a non-UTF-8 --out: UnicodeEncodeError traceback printing 'wrote ...' to stdout",
-    "attention-text-undecodable":
-        "issue 55: a non-UTF-8 text: Keras's multi-line exception text as the error line",
 }
