@@ -28,6 +28,4 @@ REGRESSIONS = [
 KNOWN_FAILURES = {
     "embed-sentences-undecodable":
         "issue 55: a non-UTF-8 sentence: ValueError traceback from BertPreprocessor",
-    "predict-server-undecodable":
-        "issue 55: a non-UTF-8 --server: UnicodeEncodeError traceback in grpc.insecure_channel",
 }
