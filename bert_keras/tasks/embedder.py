@@ -151,6 +151,7 @@ class BertEmbedder(TaskModel):
         with tf.init_scope():                  # eagerly, also while `serve` is traced: a constant of the graph
             return 1 + int(self.require_preprocessor().tokenize(tf.constant([prompt])).row_lengths()[0])
 
+    @tf.autograph.experimental.do_not_convert           # plain graph code: the prompt's length is a Python int
     def serve(self, text, prompt=None) -> dict:
         """text: [B] strings -> {"embedding": [B, D] float32}; `prompt` (a Python str) is prepended first."""
         text = tf.convert_to_tensor(text, tf.string)
