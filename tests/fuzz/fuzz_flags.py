@@ -127,8 +127,10 @@ def bad_values(action) -> list[tuple[str, list[str] | None]]:
     if kind is not None:
         values += [("missing-path", ["{case}/no/such/path" if not output else "{case}/no_parent/x/out"])]
         if kind in ("file", "either"):
-            values += [("a-folder", ["{a_folder}"]), ("empty-file", ["{empty.txt}"])]
-        if kind in ("folder", "either") or output:
+            values += [("a-folder", ["{a_folder}"])]
+            if not output:                           # (an output file named again is written over: no case)
+                values += [("empty-file", ["{empty.txt}"])]
+        if kind in ("folder", "either"):
             values += [("a-file", ["{a_file}"])]
         values += [("inside-a-file", ["{a_file}/x"])]
     values += [("empty", [""]), ("undecodable", [UNDECODABLE]), ("dash-value", ["-x"])]
