@@ -11,7 +11,8 @@ as tokenizer_config.json's model_max_length); Pooling's config.json holds the
 mode(s) (`pooling_mode`, or 5.x's `pooling_mode_*_token(s)` booleans) and `include_prompt`; each Dense its
 `in_features`, `out_features`, `bias`, `activation_function` and model.safetensors (`linear.weight` [out, in],
 `linear.bias`). `config_sentence_transformers.json` gives `prompts`, `default_prompt_name` and
-`similarity_fn_name`. A module this reader cannot reproduce exactly is refused by name.
+`similarity_fn_name`. A module this reader cannot reproduce exactly is refused by name. This module reads the
+files (`read_sentence_transformer`); tasks/sentence_transformers.py builds the task model from what it read.
 
 A CrossEncoder folder (sentence-transformers 4 and later) is a one-label BertForSequenceClassification whose
 `config_sentence_transformers.json` says `"model_type": "CrossEncoder"` (its activation under `activation_fn`,
@@ -20,6 +21,7 @@ or in config.json's `sentence_transformers.activation_fn`; before 4.0 `sbert_ce_
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 
@@ -122,76 +124,6 @@ def _activation(folder: str) -> str:
     return name.lower()
 
 
-def load_sentence_transformer(folder: str, **preprocessor_args):
-    """A sentence-transformers folder as a task model: a BertEmbedder (SentenceTransformer) or a BertReranker
-    (CrossEncoder), with its weights, tokenizer, max_seq_length and prompts.
-
-    Args:
-        folder: str. What `SentenceTransformer.save` or `CrossEncoder.save` wrote (either module layout).
-        **preprocessor_args: passed to BertPreprocessor; max_seq_length defaults to the folder's.
-
-    Returns:
-        BertEmbedder or BertReranker, owning its preprocessor.
-
-    Raises:
-        ValueError: a module, pooling mode or activation that cannot be reproduced (named), a model that is not
-            BERT, or inconsistent files.
-        FileNotFoundError: a file the folder's modules.json names is missing.
-
-    Example:
-        >>> model = load_sentence_transformer(bert_keras.loading.bundled_minilm_folder())      # doctest: +SKIP
-        >>> model.encode(["a fine film"]).shape                                               # doctest: +SKIP
-        (1, 384)
-    """
-    if is_cross_encoder(folder):
-        return _cross_encoder(folder, preprocessor_args)
-    modules_json = os.path.join(folder, "modules.json")
-    modules = _json(modules_json)
-    if not isinstance(modules, list) or not modules:
-        raise ValueError(f"{modules_json} lists no modules")
-    modules = sorted(modules, key=lambda m: int(m.get("idx", 0)))
-    kinds = [_kind(m, modules_json) for m in modules]
-    if kinds[0] != TRANSFORMER or kinds.count(TRANSFORMER) != 1 or POOLING not in kinds:
-        raise ValueError(f"{modules_json}: expected a Transformer, a Pooling, then Dense and Normalize modules; "
-                         f"found {', '.join(kinds)}")
-    if kinds.index(POOLING) != 1 or (NORMALIZE in kinds and kinds.index(NORMALIZE) != len(kinds) - 1):
-        raise ValueError(f"{modules_json}: the modules {', '.join(kinds)} are not in the order Transformer, "
-                         "Pooling, Dense..., Normalize")
-    transformer = os.path.join(folder, modules[0].get("path", ""))
-    st_config = _json(os.path.join(transformer, "sentence_bert_config.json"), required=False)
-    pooling, include_prompt = _pooling(os.path.join(folder, modules[1]["path"]))
-    denses = [_dense(os.path.join(folder, m["path"])) for m, k in zip(modules, kinds) if k == DENSE]
-    settings = _json(os.path.join(folder, "config_sentence_transformers.json"), required=False)
-    prompts = {str(k): str(v) for k, v in (settings.get("prompts") or {}).items()}
-    default_prompt = settings.get("default_prompt_name") or None
-    encoder, preprocessor = _backbone(transformer, st_config, preprocessor_args)
-    from bert_keras.tasks.embedder import BertEmbedder
-    model = BertEmbedder(encoder, pooling=pooling, include_prompt=include_prompt, dense=[d for d, _, _ in denses],
-                         normalize=NORMALIZE in kinds, prompts=prompts, default_prompt_name=default_prompt,
-                         similarity_fn_name=settings.get("similarity_fn_name") or "cosine", preprocessor=preprocessor)
-    for i, (_, kernel, bias) in enumerate(denses):
-        layer = model.get_layer(f"dense_{i}")
-        if layer.kernel.shape != kernel.shape:
-            raise ValueError(f"{folder}: Dense {i} takes {kernel.shape[0]} inputs; the layer before gives "
-                             f"{layer.kernel.shape[0]}")
-        layer.set_weights([kernel] + ([bias] if bias is not None else []))
-    return model
-
-
-def _backbone(folder: str, st_config: dict, preprocessor_args: dict):
-    """(encoder, preprocessor) of the Transformer module's folder, with its max_seq_length (`max_length`)."""
-    from bert_keras.checkpoints.load import pooler_unused
-    from bert_keras.loading import load_backbone
-    length = max_length(folder, st_config)
-    if length:
-        preprocessor_args.setdefault("max_seq_length", length)
-    if st_config.get("do_lower_case"):
-        preprocessor_args.setdefault("lower_case", True)
-    lower_case = preprocessor_args.pop("lower_case", None)
-    with pooler_unused():                  # an embedder pools token vectors: the pooler is never read
-        return load_backbone(folder, lower_case=lower_case, **preprocessor_args)
-
-
 def max_length(folder: str, st_config: dict) -> int | None:
     """The Transformer module's max_seq_length, as sentence-transformers reads it: sentence_bert_config.json's
     `max_seq_length` (up to 5.x, and CrossEncoders' `max_length`), else tokenizer_config.json's
@@ -208,21 +140,79 @@ def max_length(folder: str, st_config: dict) -> int | None:
     return None
 
 
-def _cross_encoder(folder: str, preprocessor_args: dict):
-    from bert_keras.checkpoints.huggingface_tasks import read_config
-    from bert_keras.tasks.huggingface import from_huggingface
-    from bert_keras.tasks.reranker import BertReranker
-    config = read_config(folder)
-    if "BertForSequenceClassification" not in (config.get("architectures") or []):
-        raise ValueError(f"{folder}: a CrossEncoder here is a BertForSequenceClassification; config.json names "
-                         f"{config.get('architectures')}")
-    length = max_length(folder, _json(os.path.join(folder, "sentence_bert_config.json"), required=False))
-    if length:
-        preprocessor_args.setdefault("max_seq_length", length)
-    classifier = from_huggingface(folder, **preprocessor_args)
-    if classifier.output.shape[-1] != 1:
-        raise ValueError(f"{folder}: a CrossEncoder of {classifier.output.shape[-1]} labels; a reranker here has one")
-    model = BertReranker(classifier.encoder, score_activation=_activation(folder),
-                         dropout=classifier._task_args["dropout"], preprocessor=classifier.preprocessor)
-    model.get_layer("logits").set_weights(classifier.get_layer("logits").get_weights())
-    return model
+@dataclasses.dataclass
+class SentenceTransformerFolder:
+    """What a sentence-transformers folder holds, read without building a model (tasks/sentence_transformers.py
+    builds it).
+
+    Attributes:
+        kind: "SentenceTransformer" or "CrossEncoder".
+        transformer: str. The folder of the BERT weights and tokenizer (the Transformer module's).
+        max_seq_length: int or None. The module's length (None: the model's positions, at most 512).
+        lower_case: bool or None. sentence_bert_config.json's do_lower_case when true, else None (the tokenizer's).
+        pooling: list of str. include_prompt: bool. dense: list of ({"units", "activation", "use_bias"},
+            kernel [in, out], bias [out] or None). normalize: bool. prompts: dict. default_prompt_name: str or
+            None. similarity_fn_name: str. activation: str (a CrossEncoder's: "sigmoid" or "identity").
+    """
+    kind: str
+    transformer: str
+    max_seq_length: int | None = None
+    lower_case: bool | None = None
+    pooling: list = dataclasses.field(default_factory=lambda: ["mean"])
+    include_prompt: bool = True
+    dense: list = dataclasses.field(default_factory=list)
+    normalize: bool = False
+    prompts: dict = dataclasses.field(default_factory=dict)
+    default_prompt_name: str | None = None
+    similarity_fn_name: str = "cosine"
+    activation: str = "sigmoid"
+
+
+def read_sentence_transformer(folder: str) -> SentenceTransformerFolder:
+    """Reads a SentenceTransformer or CrossEncoder folder's modules and settings (see the module docstring).
+
+    Args:
+        folder: str. What `SentenceTransformer.save` or `CrossEncoder.save` wrote (either module layout).
+
+    Returns:
+        SentenceTransformerFolder.
+
+    Raises:
+        ValueError: a module, pooling mode or activation that cannot be reproduced (named), or inconsistent files.
+        FileNotFoundError: a file the folder's modules.json names is missing.
+
+    Example:
+        >>> spec = read_sentence_transformer(bert_keras.loading.bundled_minilm_folder())
+        >>> spec.kind, spec.pooling, spec.normalize, spec.max_seq_length
+        ('SentenceTransformer', ['mean'], True, 256)
+    """
+    if is_cross_encoder(folder):
+        config = _json(os.path.join(folder, "config.json"))
+        if "BertForSequenceClassification" not in (config.get("architectures") or []):
+            raise ValueError(f"{folder}: a CrossEncoder here is a BertForSequenceClassification; config.json names "
+                             f"{config.get('architectures')}")
+        length = max_length(folder, _json(os.path.join(folder, "sentence_bert_config.json"), required=False))
+        return SentenceTransformerFolder("CrossEncoder", folder, length, activation=_activation(folder))
+    modules_json = os.path.join(folder, "modules.json")
+    modules = _json(modules_json)
+    if not isinstance(modules, list) or not modules:
+        raise ValueError(f"{modules_json} lists no modules")
+    modules = sorted(modules, key=lambda m: int(m.get("idx", 0)))
+    kinds = [_kind(m, modules_json) for m in modules]
+    if kinds[0] != TRANSFORMER or kinds.count(TRANSFORMER) != 1 or POOLING not in kinds:
+        raise ValueError(f"{modules_json}: expected a Transformer, a Pooling, then Dense and Normalize modules; "
+                         f"found {', '.join(kinds)}")
+    if kinds.index(POOLING) != 1 or (NORMALIZE in kinds and kinds.index(NORMALIZE) != len(kinds) - 1):
+        raise ValueError(f"{modules_json}: the modules {', '.join(kinds)} are not in the order Transformer, "
+                         "Pooling, Dense..., Normalize")
+    transformer = os.path.join(folder, modules[0].get("path", ""))
+    st_config = _json(os.path.join(transformer, "sentence_bert_config.json"), required=False)
+    pooling, include_prompt = _pooling(os.path.join(folder, modules[1]["path"]))
+    settings = _json(os.path.join(folder, "config_sentence_transformers.json"), required=False)
+    return SentenceTransformerFolder(
+        "SentenceTransformer", transformer, max_length(transformer, st_config),
+        lower_case=True if st_config.get("do_lower_case") else None, pooling=pooling, include_prompt=include_prompt,
+        dense=[_dense(os.path.join(folder, m["path"])) for m, k in zip(modules, kinds) if k == DENSE],
+        normalize=NORMALIZE in kinds, prompts={str(k): str(v) for k, v in (settings.get("prompts") or {}).items()},
+        default_prompt_name=settings.get("default_prompt_name") or None,
+        similarity_fn_name=settings.get("similarity_fn_name") or "cosine")

@@ -72,8 +72,8 @@ class EmbeddingTrainingModel(keras.Model):
         """Trains a sentence-transformers folder's own modules (pooling, Dense layers with their weights,
         Normalize, prompts) when `source` is one (finetune/source_head.py calls it): the line to print, or None
         (any other source keeps the BertEmbedder built with --pooling)."""
-        from bert_keras.checkpoints.sentence_transformers import (is_cross_encoder, is_sentence_transformers_folder,
-                                                                  load_sentence_transformer)
+        from bert_keras.checkpoints.sentence_transformers import is_cross_encoder, is_sentence_transformers_folder
+        from bert_keras.tasks.sentence_transformers import load_sentence_transformer
         from bert_keras.storage import local_copy
         from bert_keras.tasks import BertEmbedder
         folder = local_copy(source)

@@ -8,7 +8,7 @@ the pooling. `max_seq_length` (sentence_bert_config.json's) is the preprocessor'
 
 Inputs: the id dict [B, S] (and optionally "prompt_length" [B], the prompt's tokens with [CLS]). Output: the
 embedding [B, D] float32. Raw text: texts [B]. `encode` and `similarity` answer as sentence-transformers' do.
-Read a sentence-transformers folder with checkpoints.sentence_transformers.load_sentence_transformer.
+Read a sentence-transformers folder with tasks.sentence_transformers.load_sentence_transformer.
 """
 
 from __future__ import annotations

@@ -59,7 +59,7 @@ def load_task_model(path: str):
     file = os.path.join(path, "model.keras") if os.path.isdir(path) else path
     from bert_keras.checkpoints.sentence_transformers import is_sentence_transformers_folder
     if not os.path.exists(file) and is_sentence_transformers_folder(path):     # before the HF task check: a
-        from bert_keras.checkpoints.sentence_transformers import load_sentence_transformer   # CrossEncoder is both
+        from bert_keras.tasks.sentence_transformers import load_sentence_transformer   # CrossEncoder is both
         return load_sentence_transformer(path)
     if not os.path.exists(file) and is_huggingface_task_folder(path):
         return from_huggingface(path)

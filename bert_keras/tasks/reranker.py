@@ -4,7 +4,7 @@ A CrossEncoder is a one-label BertForSequenceClassification over the pair with a
 (sigmoid by default): here a BertClassifier with `segments=2`, `num_classes=1` and `score_activation`, so it
 shares the classifier's head, export and fine-tuning. `predict(pairs)` and `rank(query, passages, top_k)` answer as
 sentence-transformers 6.2's CrossEncoder does. Read a CrossEncoder folder with
-checkpoints.sentence_transformers.load_sentence_transformer.
+tasks.sentence_transformers.load_sentence_transformer.
 """
 
 from __future__ import annotations

@@ -112,7 +112,7 @@ def test_cli_scored_pairs_train_with_cosent_and_rerank_with_bce(data, minilm_voc
 def test_a_sentence_transformers_folder_keeps_its_modules(minilm_dir):
     """--model <all-MiniLM-L6-v2 as it ships>: the model trained starts as the folder's own embedder (mean
     pooling, its Normalize module), not a new --pooling head: the same vectors as the folder loaded for encode."""
-    from bert_keras.checkpoints.sentence_transformers import load_sentence_transformer
+    from bert_keras.tasks.sentence_transformers import load_sentence_transformer
     from bert_keras.finetune.source_head import start_from_source_head
     from bert_keras.loading import load_backbone
     task = EmbeddingTask("embedding", pooling="cls")
