@@ -44,6 +44,10 @@ def load_vocab(vocab) -> list[str]:
     missing = [t for t in SPECIAL_TOKENS if t not in tokens]
     if missing:
         raise ValueError(f"the vocabulary lacks the special tokens {missing}: not a BERT WordPiece vocabulary")
+    if all(t.startswith("[") and t.endswith("]") for t in tokens):
+        raise ValueError(f"the vocabulary{'' if source is None else ' ' + str(source)} holds only special tokens "
+                         f"({len(tokens)}): no word pieces to split text into; give a BERT vocab.txt (bert-keras "
+                         "vocab makes one from a corpus)")
     counts = Counter(tokens)                                   # one pass: tokens.count(t) each was O(n^2)
     if len(counts) != len(tokens):
         seen = set()
@@ -65,6 +69,7 @@ def _lines(text: str) -> list[str]:
     return [line[:-1] if line.endswith("\r") else line for line in lines]
 
 
+MAX_TOKEN_BYTES = 256          # TF Text's FastWordpieceTokenizer refuses a longer token (RuntimeError)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
@@ -73,12 +78,17 @@ def _check_tokens(tokens: list[str], source) -> None:
     from bert_keras.data.errors import DataFormatError
     for i, token in enumerate(tokens):
         bad = _CONTROL.search(token) if token else None
-        if token and bad is None:
+        long = len(token) > MAX_TOKEN_BYTES // 4 and len(token.removeprefix("##").encode("utf-8")) > MAX_TOKEN_BYTES
+        if token and bad is None and not long:
             continue
-        problem = ("a blank line: every line of a vocab.txt is one token (its id is the line number - 1)"
-                   if not token else
-                   f"token {token!r} holds the control character U+{ord(bad.group()):04X}: a vocabulary's "
-                   "tokens are printable text")
+        if not token:
+            problem = "a blank line: every line of a vocab.txt is one token (its id is the line number - 1)"
+        elif bad is not None:
+            problem = (f"token {token!r} holds the control character U+{ord(bad.group()):04X}: a vocabulary's "
+                       "tokens are printable text")
+        else:
+            problem = (f"a token of {len(token.encode('utf-8')):,} bytes ({token[:20]!r}...): TF Text's WordPiece "
+                       f"takes tokens of at most {MAX_TOKEN_BYTES} bytes (after a leading ##)")
         if source is None:
             raise ValueError(f"vocabulary token id {i}: {problem}")
         raise DataFormatError(source, i + 1, problem + "; remove or fix that line")

@@ -45,12 +45,6 @@ KNOWN_FAILURES = {
         "issue 55: a non-UTF-8 --hf-out: UnicodeEncodeError traceback printing 'wrote ...' to stdout",
     "vocab-out-undecodable":
         "issue 55: a non-UTF-8 --out: UnicodeEncodeError traceback printing 'wrote ...' to stdout",
-    "fill-mask-vocab-huge-line-1":
-        "issue 55: a 200,000-character vocab token: RuntimeError traceback from TF Text (max 256 bytes)",
-    "pretraining-data-vocab-huge-line-0":
-        "issue 55: a 200,000-character vocab token: RuntimeError traceback from TF Text (max 256 bytes)",
-    "pretraining-data-vocab-five-tokens":
-        "issue 55: a vocab of the 5 special tokens: RuntimeError 'No valid vocab tokens were found to build the trie'",
     "pretraining-data-dupe-factor-over-int64":
         "issue 55: --dupe-factor 2**63 accepted: no exit within 60 s",
     "pretraining-data-max-seq-length-over-int64":

@@ -115,3 +115,12 @@ def test_a_folder_is_refused_in_one_line(tmp_path):
 def test_a_token_list_is_checked_by_id():
     with pytest.raises(ValueError, match=r"^vocabulary token id 6: a blank line"):
         load_vocab(SPECIALS + ["a", ""])
+
+
+def test_a_token_over_tf_texts_256_bytes_and_a_vocabulary_of_special_tokens_only_are_refused(tmp_path):
+    load_vocab(SPECIALS + ["##" + "x" * 256])                       # 256 bytes after ##: TF Text takes it
+    path = _vocab_file(tmp_path, SPECIALS + ["a", "x" * 257])
+    with pytest.raises(ValueError, match=rf"^{re.escape(path)}, line 7: a token of 257 bytes .* at most 256 bytes"):
+        load_vocab(path)
+    with pytest.raises(ValueError, match="holds only special tokens \\(5\\)"):
+        load_vocab(SPECIALS)
