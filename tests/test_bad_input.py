@@ -110,6 +110,7 @@ def assert_one_error_line(code, out, err, names, argv):
     """Exit status 2, no traceback, one error line holding `names`, alone on stderr (argparse's usage errors too)."""
     lines = [line for line in err.splitlines() if line.strip() and not TF_LOG.match(line)]
     shown = f"bert-keras {' '.join(map(str, argv))}: exit {code}\nstderr:\n{err}\nstdout:\n{out}"
+    shown = shown.encode("utf-8", "backslashreplace").decode("utf-8")     # an undecodable argv: a report xdist sends
     assert code == 2, shown
     assert "Traceback" not in err and "Traceback" not in out, shown
     assert len(lines) == 1 and re.match(r"bert-keras( [\w-]+)*: error: ", lines[0]), shown

@@ -132,7 +132,7 @@ def test_fill_mask_text_that_is_not_utf8(minilm_vocab, capsys, tmp_path):
     raw = "un café [MASK] .".encode("latin-1")
     text = os.fsdecode(raw)                      # what sys.argv holds for these bytes in a UTF-8 locale
     refused(["fill-mask", "--model", "bert_tiny", "--vocab", minilm_vocab, "ok [MASK]", text], capsys, tmp_path,
-            [f"text 2 is not UTF-8: byte 0xe9 at byte offset {raw.index(0xe9)}", "give the texts in UTF-8"])
+            [f"text 2 is not UTF-8: byte 0xe9 at byte offset {raw.index(0xe9)}", "give it in UTF-8"])
 
 
 def subcommands(parser, path=()):
