@@ -32,9 +32,11 @@ def _checked(kind, accept, needs: str, doc: str):
     return parse
 
 
-positive_int = _checked(int, lambda v: v >= 1, "a positive integer",
-                        "An integer >= 1 (batch sizes, lengths, steps, counts).")
-non_negative_int = _checked(int, lambda v: v >= 0, "0 or more", "An integer >= 0 (warm-up steps).")
+INT32_MAX = 2**31 - 1      # what TensorFlow's int32 shapes and counters hold: a larger count is never meant
+positive_int = _checked(int, lambda v: 1 <= v <= INT32_MAX, f"a positive integer up to {INT32_MAX:,}",
+                        "An integer in [1, 2**31 - 1] (batch sizes, lengths, steps, counts).")
+non_negative_int = _checked(int, lambda v: 0 <= v <= INT32_MAX, f"0 or more, up to {INT32_MAX:,}",
+                            "An integer in [0, 2**31 - 1] (warm-up steps).")
 positive_float = _checked(float, lambda v: v > 0, "a positive number",
                           "A number > 0 (learning rates, epochs, epsilons, sizes in MB, timeouts).")
 non_negative_float = _checked(float, lambda v: v >= 0, "0 or more", "A number >= 0 (weight decay, L2).")

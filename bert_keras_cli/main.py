@@ -147,6 +147,10 @@ DEMO_SENTENCES = [
 def cmd_embed(args) -> None:
     import numpy as np
 
+    from bert_keras_cli.text_args import check_utf8_text
+    for i, sentence in enumerate(args.sentences or []):          # before the model loads
+        check_utf8_text(sentence, f"sentence {i + 1}")
+
     from bert_keras.checkpoints.sentence_transformers import is_sentence_transformers_folder
     from bert_keras.tasks import BertEmbedder
     from bert_keras_cli.model_flags import load_model_flags
@@ -202,8 +206,7 @@ def cmd_vocab(args) -> None:
     missing = [f for f in args.files if not os.path.exists(f)]
     if missing:
         raise CommandError(f"no such file: {', '.join(missing)}")
-    if os.path.isdir(args.out):
-        raise CommandError(f"--out {args.out} is a folder: name the vocab.txt file to write")
+    output_file(args.out, "--out", ".txt", required=False)
     try:
         tokens = build_vocab(args.files, vocab_size=args.size, lower_case=not args.cased, out=args.out)
     except (OSError, ValueError) as e:                  # not UTF-8 (file, line, byte offset), no words

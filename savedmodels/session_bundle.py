@@ -71,10 +71,14 @@ class SessionBundle:
         self.path = path
         if not xla_cpu_compilation_enabled:
             from savedmodels.xla import must_compile_functions, refusal
+            from google.protobuf.message import DecodeError
             try:
                 compiled = must_compile_functions(path)
             except OSError:
                 compiled = []                     # no saved_model.pb: the loader below says so
+            except DecodeError as e:              # cut short or damaged
+                raise LoadError(f"{path}/saved_model.pb cannot be read ({_first_line(e)}): the export is damaged or "
+                                "cut short; export it again") from None
             if compiled:
                 raise LoadError(refusal(path, compiled))
         self.graph = tf.Graph()

@@ -37,20 +37,4 @@ REGRESSIONS = [
 ]
 
 KNOWN_FAILURES = {
-    "convert-google-out-undecodable":
-        "issue 55: a non-UTF-8 --google-out: ValueError traceback converting the path to a tensor",
-    "convert-hf-out-inside-a-file":
-        "issue 55: --hf-out under an existing file: FileExistsError traceback",
-    "convert-hf-out-undecodable":
-        "issue 55: a non-UTF-8 --hf-out: UnicodeEncodeError traceback printing 'wrote ...' to stdout",
-    "vocab-out-undecodable":
-        "issue 55: a non-UTF-8 --out: UnicodeEncodeError traceback printing 'wrote ...' to stdout",
-    "pretraining-data-dupe-factor-over-int64":
-        "issue 55: --dupe-factor 2**63 accepted: no exit within 60 s",
-    "pretraining-data-max-seq-length-over-int64":
-        "issue 55: --max-seq-length 2**63 accepted: no exit within 60 s",
-    "serve-export-saved-model-truncated-2":
-        "issue 55: a truncated saved_model.pb: google.protobuf DecodeError traceback",
-    "embed-sentences-undecodable":
-        "issue 55: a non-UTF-8 sentence: ValueError traceback from BertPreprocessor",
 }
