@@ -6,12 +6,17 @@ import warnings
 
 from bert_keras_cli.main import main
 
+
+def PYTHONS_FORMAT(message, category, filename, lineno, line=None):       # noqa: N802  (warnings.py's own)
+    return warnings._formatwarnmsg_impl(warnings.WarningMessage(message, category, filename, lineno, None, line))
+
 # Keras' call, as it stands in keras/src/optimizers/base_optimizer.py: a message and the call's own line below.
 SOURCE = "import warnings\nwarnings.warn(\n    'Gradients do not exist for variables'\n)\n"
 
 
 def test_the_commands_warnings_are_one_line_without_their_source(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(warnings, "formatwarning", warnings.formatwarning)       # put back after the test
+    # Python's own format (another test's main() in this worker may have set ours already), put back after.
+    monkeypatch.setattr(warnings, "formatwarning", PYTHONS_FORMAT)
     source = tmp_path / "base_optimizer.py"
     source.write_text(SOURCE)
     message = "Gradients do not exist for variables ['pooler/kernel'] when minimizing the loss.\nIf using ..."

@@ -176,6 +176,9 @@ def resolve_lengths(config: PretrainConfig) -> PretrainConfig:
         128
     """
     from bert_keras.pretraining.records import record_files, record_layout
+    if config.pack and config.records:              # before the records are read: the flag is the mistake
+        raise ValueError("--pack packs --text lines on the fly; records are packed by pretraining-data --pack "
+                         "(pretrain --records sees packed files by their features)")
     if not config.records:
         return dataclasses.replace(
             config, max_seq_length=DEFAULT_MAX_SEQ_LENGTH if config.max_seq_length is None else config.max_seq_length,
