@@ -50,7 +50,7 @@ $(TORCH_STAMP): $(STAMP)
 	touch $@
 
 test-torch: $(TORCH_STAMP)
-	$(PY) -m pytest -q -m "torch and not slow" --durations=10
+	$(PY) -m pytest -q -m "torch and not slow" -n 2 --dist loadfile --durations=10
 
 # The JAX route (Keras' JAX backend: TPUs today): jax 0.10.2, which resolves beside TensorFlow 2.20, added to the
 # venv. Each test runs models in a JAX subprocess (8 simulated devices for data parallelism): several minutes.
