@@ -9,9 +9,6 @@ would index rows learnt for other tokens, or none.
 
 from __future__ import annotations
 
-import dataclasses
-
-
 def pretraining_backbone(model: str, vocab: str | None, lower_case: bool | None, max_seq_length: int):
     """(encoder, preprocessor, note) for `pretrain --model MODEL [--vocab VOCAB]`.
 
@@ -37,19 +34,9 @@ def pretraining_backbone(model: str, vocab: str | None, lower_case: bool | None,
     """
     from bert_keras.config import PRESETS
     from bert_keras.loading import load_backbone
-    if model in PRESETS and vocab is not None:
-        from bert_keras.encoder import BertEncoder
-        from bert_keras.preprocessing import BertPreprocessor
-        from bert_keras.storage import local_copy
-        preprocessor = BertPreprocessor(local_copy(vocab), lower_case=lower_case, max_seq_length=max_seq_length)
-        size = len(preprocessor.vocab)
-        encoder = BertEncoder(dataclasses.replace(PRESETS[model], vocab_size=size))
-        return encoder, preprocessor, f"{model} with vocab_size {size} from {vocab}"
+    # load_backbone sizes a preset's word table to the vocabulary and refuses a model with weights whose
+    # vocab_size is not the vocabulary's length (loading.check_vocab_size), before anything runs.
     encoder, preprocessor = load_backbone(model, vocab, lower_case, max_seq_length=max_seq_length)
-    size, rows = len(preprocessor.vocab), encoder.config.vocab_size
-    if size != rows:
-        given = f"the vocabulary {vocab}" if vocab else "its vocabulary"
-        raise ValueError(f"--model {model} has vocab_size {rows} but {given} has {size} tokens: give the "
-                         f"vocabulary it was trained with ({rows} tokens), or a preset ({', '.join(PRESETS)}) to "
-                         "train from scratch with this one")
+    if model in PRESETS and vocab is not None:
+        return encoder, preprocessor, f"{model} with vocab_size {encoder.config.vocab_size} from {vocab}"
     return encoder, preprocessor, None
